@@ -1,0 +1,5 @@
+import sys
+
+from teaal_loops.cli import main
+
+sys.exit(main())

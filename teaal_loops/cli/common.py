@@ -1,0 +1,82 @@
+"""Options shared by several subcommands: ``--param``, ``-m`` / ``--synthetic``, ``--dtype``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from teaal_loops.errors import ParameterError, TeaalLoopsError
+
+
+def add_param_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--param",
+        "-p",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="bind a size parameter of the spec (repeatable), e.g. --param NUM_THREADS=4096",
+    )
+
+
+def parse_params(items: list[str]) -> dict[str, int]:
+    """``["A=1", "B=2"]`` -> ``{"A": 1, "B": 2}``; a malformed item is a ParameterError."""
+    params: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ParameterError(f"--param {item!r}: expected NAME=VALUE, e.g. NUM_THREADS=4096")
+        try:
+            number = int(value.strip(), 0)
+        except ValueError:
+            raise ParameterError(
+                f"--param {name}: {value!r} is not an integer"
+            ) from None
+        if number <= 0:
+            raise ParameterError(f"--param {name}: must be a positive integer, got {number}")
+        if name in params and params[name] != number:
+            raise ParameterError(f"--param {name} given twice with different values")
+        params[name] = number
+    return params
+
+
+def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument(
+        "-m",
+        "--matrix",
+        metavar="FILE",
+        help="a Matrix Market file (.mtx or .mtx.gz; general, symmetric, pattern)",
+    )
+    group.add_argument(
+        "--synthetic",
+        metavar="KIND:key=value,...",
+        help=(
+            "a seeded synthetic matrix: uniform, banded, rmat, longrows or emptyrows, e.g. "
+            "rmat:rows=1000000,nnz=10000000,seed=7"
+        ),
+    )
+
+
+def load_matrix_from_args(args: argparse.Namespace) -> tuple[str, Any]:
+    """Return (display name, scipy.sparse.csr_matrix) for ``-m`` or ``--synthetic``."""
+    from teaal_loops import matrix
+
+    if getattr(args, "matrix", None):
+        return args.matrix, matrix.read_matrix_market(args.matrix)
+    if getattr(args, "synthetic", None):
+        return args.synthetic, matrix.synthetic_from_string(args.synthetic)
+    raise TeaalLoopsError("no matrix given: use -m FILE or --synthetic KIND:key=value,...")
+
+
+def add_dtype_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dtype",
+        choices=["f32", "f64"],
+        default="f32",
+        help="value type of the matrix, vector and output (default f32)",
+    )
+
+
+DTYPES = {"f32": "float32", "f64": "float64", "float32": "float32", "float64": "float64"}

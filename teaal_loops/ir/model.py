@@ -1,0 +1,179 @@
+"""The schedule IR: what the GPU kernel does, independent of YAML and of CUDA text.
+
+For one SpMV-shaped einsum ``Z[m] = A[m, k] * B[k]`` the IR says:
+
+* which tensor is the sparse matrix (``matrix``), the dense vector (``vector``) and the output;
+  the *tile* rank (rows, ``M``) and the *atom* rank (nonzeros within a row, ``K``);
+* the schedule kind (one of the four loops schedules) and how work is partitioned;
+* for every final rank of the spec, whether it is space (bound to a GPU level) or time (a
+  sequential loop), and which GPU level it is bound to;
+* how partial results are combined (plain store, reduction within a group, atomics).
+
+Sizes are parameters: a value fixed when the IR is built (``--param`` or a spec default), or
+``None`` when it defaults from the matrix and the device at launch (see
+:mod:`teaal_loops.ir.params`). :meth:`Schedule.bind` resolves them into a
+:class:`BoundSchedule`, which the CPU simulation and the CUDA runtime both execute, so both
+derive the same launch geometry and the same owner of every atom.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class ScheduleKind(str, enum.Enum):
+    THREAD_MAPPED = "thread_mapped"
+    GROUP_MAPPED = "group_mapped"
+    WORK_ORIENTED = "work_oriented"
+    MERGE_PATH = "merge_path"
+
+
+class Combine(str, enum.Enum):
+    """How a row's partial sums reach the output."""
+
+    STORE = "store"  # one owner per row: a plain store, no zeroing needed
+    GROUP_REDUCE = "group_reduce"  # lanes of one group reduce, one lane stores
+    ATOMIC = "atomic"  # rows split across threads: complete rows stored, split rows atomicAdd
+
+
+class GpuLevel(str, enum.Enum):
+    """What a final rank becomes on the GPU."""
+
+    WORKER = "worker"  # space: selects the thread (thread-mapped) or group (group-mapped)
+    LANE = "lane"  # space: a lane within a group (the atom rank of group-mapped)
+    LOOP = "loop"  # time: a sequential loop in the owning thread
+
+
+@dataclass(frozen=True)
+class RankBinding:
+    """One final rank of the spec and what it becomes on the GPU.
+
+    ``extent`` describes how many elements the rank has (``ceil(rows/NUM_TILES)``, ``32``);
+    ``space_index`` is the rank's position in the spec's ``space`` list (None for time ranks);
+    ``time_index`` likewise for ``time``.
+    """
+
+    name: str
+    source: str  # the original (or flattened) rank it came from: "M", "K", "MK"
+    level: GpuLevel
+    extent: str
+    space_index: int | None = None
+    time_index: int | None = None
+    style: str = "pos"  # the spacetime style the spec gave: pos or coord
+
+
+@dataclass(frozen=True)
+class RowTiling:
+    """Uniform-shape tiling of the tile rank: ``M: [uniform_shape(S_n), ..., uniform_shape(S_1)]``.
+
+    Final ranks are ``M_n ... M_0``. A row ``m`` has digits ``d_n = m // S_n``,
+    ``d_j = (m mod S_{j+1}) // S_j`` and ``d_0 = m mod S_1``; level ``j`` has extent
+    ``E_n = ceil(rows / S_n)``, ``E_j = ceil(S_{j+1} / S_j)``, ``E_0 = S_1``. A digit vector is a
+    real row when ``sum_{i<j} d_i S_i < S_j`` for every ``j >= 1`` and ``m < rows``.
+
+    ``sizes`` holds parameter names or ints, top-down (``S_n`` first). ``space_levels`` are the
+    levels bound to space, most significant first (the spec's space order): the worker id is the
+    mixed-radix number of those digits. ``time_levels`` are the remaining levels in the spec's
+    time order: the owning worker loops over them, outermost first.
+    ``nway`` marks sizes given by ``nway_shape(N)`` (width ``ceil(rows/N)``).
+    """
+
+    sizes: tuple[int | str, ...]
+    space_levels: tuple[int, ...]
+    time_levels: tuple[int, ...]
+    nway: tuple[bool, ...] = ()
+
+    @property
+    def depth(self) -> int:
+        """Number of uniform_shape splits (n); there are n + 1 levels."""
+        return len(self.sizes)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The lowered form of one einsum of a spec (see the module docstring)."""
+
+    kind: ScheduleKind
+    spec_name: str
+    einsum: str  # the expression text, for headers and messages
+    output: str  # "Z"
+    matrix: str  # "A"
+    vector: str  # "B"
+    tile_rank: str  # "M"
+    atom_rank: str  # "K"
+    layout: str  # "csr", ...
+    ranks: tuple[RankBinding, ...]  # every final rank, in the spec's loop order
+    combine: Combine
+    params: Mapping[str, int | None]  # every parameter: bound value or None = default at launch
+    param_roles: Mapping[str, str]  # parameter -> role ("row_tile", "group_size", ...)
+    tiling: RowTiling | None = None  # thread- and group-mapped
+    group_size: int | str | None = None  # group-mapped: lanes per group (an occupancy size)
+    work_per_thread: int | str | None = None  # work-oriented: atoms; merge-path: merge items
+    block_threads: int = 128
+    notes: tuple[str, ...] = field(default=())
+
+    def param_value(self, size: int | str | None) -> int | None:
+        """An int for a literal size or a bound parameter; None when it defaults at launch."""
+        if size is None or isinstance(size, int):
+            return size
+        return self.params.get(size)
+
+
+@dataclass(frozen=True)
+class MatrixShape:
+    """What binding needs to know about the matrix: cheap statistics only."""
+
+    rows: int
+    cols: int
+    nnz: int
+    max_row: int = 0
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The GPU properties launch defaults depend on. ``H100`` is used when no GPU is present."""
+
+    name: str
+    sm_count: int
+    max_threads_per_sm: int = 2048
+    l2_bytes: int = 50 * 2**20
+
+    @classmethod
+    def h100(cls) -> DeviceInfo:
+        return cls(name="NVIDIA H100 (assumed)", sm_count=132)
+
+
+@dataclass(frozen=True)
+class Launch:
+    blocks: int
+    threads_per_block: int
+
+    @property
+    def total_threads(self) -> int:
+        return self.blocks * self.threads_per_block
+
+
+@dataclass(frozen=True)
+class BoundSchedule:
+    """A schedule with every size resolved for one matrix on one device.
+
+    ``sizes`` are the row-tiling sizes (ints, top-down); ``workers`` is the number of space
+    slots (threads for thread-mapped, groups for group-mapped, chunks for work-oriented and
+    merge-path); ``global thread id = worker * group_size + lane``.
+    """
+
+    schedule: Schedule
+    matrix: MatrixShape
+    params: Mapping[str, int]
+    launch: Launch
+    workers: int
+    sizes: tuple[int, ...] = ()
+    group_size: int = 1
+    work_per_thread: int = 0
+    index_bits: int = 32  # 64 when nnz or rows + nnz exceed 2**31 - 1
+
+    @property
+    def kind(self) -> ScheduleKind:
+        return self.schedule.kind
