@@ -1,0 +1,217 @@
+"""Resolve a schedule's sizes for one matrix on one device.
+
+Documented defaults for parameters the user did not bind (``--param`` or ``x-teaal-loops.params``):
+
+* row-tile sizes (``uniform_shape`` on the tile rank): one row per worker, as loops does. Let
+  ``L`` be the lowest tile level bound to space; sizes of levels ``<= L`` default to 1 and sizes
+  above ``L`` to ``rows``, so the level-``L`` digit enumerates the rows and every other level has
+  extent 1. With no space level at all (a spec that maps everything to time) all sizes default to
+  ``rows``: one worker runs the whole matrix, exactly as the spec says.
+* ``nway_shape`` part counts: the same rule, expressed as a number of parts.
+* group size (``uniform_occupancy`` on the atom rank): 32, one warp per group.
+* atoms per thread (work-oriented) and merge items per thread (merge-path):
+  ``max(8, ceil(work / (sm_count * max_threads_per_sm)))`` where work is ``nnz`` or
+  ``rows + nnz``: enough chunks to fill every SM, and never so few items that the per-thread
+  binary search dominates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from teaal_loops.errors import ParameterError
+from teaal_loops.ir.model import (
+    BoundSchedule,
+    DeviceInfo,
+    Launch,
+    MatrixShape,
+    RowTiling,
+    Schedule,
+    ScheduleKind,
+)
+
+INT32_MAX = 2**31 - 1
+MIN_ITEMS_PER_THREAD = 8
+DEFAULT_GROUP_SIZE = 32
+
+
+def index_bits(rows: int, nnz: int) -> int:
+    """64 when an offset or a merge-path item index could exceed int32, else 32."""
+    return 64 if nnz > INT32_MAX or rows + nnz > INT32_MAX else 32
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tile_widths(tiling: RowTiling, resolved: list[int], rows: int) -> list[int]:
+    """Widths ``S_n .. S_1`` (top-down) from resolved parameter values (nway -> widths)."""
+    widths: list[int] = []
+    parent = max(rows, 1)
+    for value, is_nway in zip(resolved, tiling.nway or (False,) * len(resolved)):
+        width = ceil_div(parent, value) if is_nway else value
+        widths.append(max(width, 1))
+        parent = widths[-1]
+    return widths
+
+
+def tile_extents(widths: list[int] | tuple[int, ...], rows: int) -> list[int]:
+    """Extents ``E_n .. E_0`` (top-down) of the tile levels for widths ``S_n .. S_1``."""
+    if not widths:
+        return [max(rows, 0)]
+    n = len(widths)
+    ext = [ceil_div(rows, widths[0])]
+    for j in range(1, n):
+        ext.append(ceil_div(widths[j - 1], widths[j]))
+    ext.append(widths[n - 1])
+    return ext
+
+
+def _default_tile_values(tiling: RowTiling, rows: int) -> list[int]:
+    """One row per worker (see the module docstring), as parameter values (widths or parts)."""
+    n = tiling.depth
+    lowest = min(tiling.space_levels) if tiling.space_levels else None
+    values: list[int] = []
+    parent = max(rows, 1)
+    for i in range(n):
+        level = n - i  # the level whose tiles this size cuts: S_level
+        width = 1 if (lowest is not None and level <= lowest) else max(rows, 1)
+        width = min(width, parent) if i else width
+        if tiling.nway and tiling.nway[i]:
+            values.append(max(1, ceil_div(parent, width)))
+        else:
+            values.append(width)
+        parent = width
+    return values
+
+
+def bind(
+    schedule: Schedule,
+    shape: MatrixShape,
+    device: DeviceInfo | None = None,
+    params: Mapping[str, int] | None = None,
+) -> BoundSchedule:
+    """Resolve every size of ``schedule`` for a matrix of ``shape`` on ``device``."""
+    device = device or DeviceInfo.h100()
+    values: dict[str, int | None] = dict(schedule.params)
+    for name, value in (params or {}).items():
+        if name not in values:
+            raise ParameterError(
+                f"--param {name}: not a parameter of this schedule "
+                f"(its parameters: {', '.join(sorted(values)) or 'none'})"
+            )
+        values[name] = value
+    rows, nnz = shape.rows, shape.nnz
+    resident = device.sm_count * device.max_threads_per_sm
+    bits = index_bits(rows, nnz)
+    threads = schedule.block_threads
+    resolved: dict[str, int] = {}
+
+    def value_of(size: int | str | None, default: int) -> int:
+        if size is None:
+            return default
+        if isinstance(size, int):
+            return size
+        v = values.get(size)
+        if v is None:
+            v = default
+        resolved[size] = v
+        return v
+
+    kind = schedule.kind
+    if kind in (ScheduleKind.THREAD_MAPPED, ScheduleKind.GROUP_MAPPED):
+        tiling = schedule.tiling
+        assert tiling is not None
+        defaults = _default_tile_values(tiling, rows)
+        raw = [value_of(s, d) for s, d in zip(tiling.sizes, defaults)]
+        widths = tile_widths(tiling, raw, rows)
+        extents = tile_extents(widths, rows)
+        n = tiling.depth
+        workers = 1
+        for level in tiling.space_levels:
+            workers *= extents[n - level]
+        group = 1
+        if kind == ScheduleKind.GROUP_MAPPED:
+            group = value_of(schedule.group_size, DEFAULT_GROUP_SIZE)
+            if group < 1 or group > 1024 or group & (group - 1):
+                raise ParameterError(
+                    f"group size {_name(schedule.group_size)} must be a power of two in "
+                    f"[1, 1024], got {group}"
+                )
+        total = workers * group
+        tpb = group if group > threads else threads
+        launch = Launch(blocks=ceil_div(total, tpb) if total else 0, threads_per_block=tpb)
+        if workers * group > INT32_MAX * 4:
+            raise ParameterError(f"{workers} workers x {group} lanes is too many GPU threads")
+        return BoundSchedule(
+            schedule=schedule,
+            matrix=shape,
+            params=resolved,
+            launch=launch,
+            workers=workers,
+            sizes=tuple(widths),
+            group_size=group,
+            index_bits=bits,
+        )
+
+    merge = kind == ScheduleKind.MERGE_PATH
+    work = rows + nnz if merge else nnz
+    default = max(MIN_ITEMS_PER_THREAD, ceil_div(work, resident))
+    per_thread = value_of(schedule.work_per_thread, default)
+    if per_thread < 1:
+        raise ParameterError(f"{_name(schedule.work_per_thread)} must be positive")
+    workers = ceil_div(work, per_thread)
+    return BoundSchedule(
+        schedule=schedule,
+        matrix=shape,
+        params=resolved,
+        launch=Launch(blocks=ceil_div(workers, threads), threads_per_block=threads),
+        workers=workers,
+        work_per_thread=per_thread,
+        index_bits=bits,
+    )
+
+
+def _name(size: int | str | None) -> str:
+    return size if isinstance(size, str) else str(size)
+
+
+def row_digits(rows_idx: "object", widths: tuple[int, ...] | list[int]) -> list["object"]:
+    """Digits ``d_n .. d_0`` (top-down) of row indices (ints or NumPy arrays) for widths S."""
+    if not widths:
+        return [rows_idx]
+    n = len(widths)
+    digits = [rows_idx // widths[0]]  # type: ignore[operator]
+    for j in range(1, n):
+        digits.append((rows_idx % widths[j - 1]) // widths[j])  # type: ignore[operator]
+    digits.append(rows_idx % widths[n - 1])  # type: ignore[operator]
+    return digits
+
+
+def worker_of_digits(bound: BoundSchedule, digits: list["object"]) -> "object":
+    """Mixed-radix worker id of the space levels' digits (first space level most significant)."""
+    tiling = bound.schedule.tiling
+    assert tiling is not None
+    extents = tile_extents(bound.sizes, bound.matrix.rows)
+    n = tiling.depth
+    worker: object = 0
+    for level in tiling.space_levels:
+        worker = worker * extents[n - level] + digits[n - level]  # type: ignore[operator]
+    return worker
+
+
+def total_threads(bound: BoundSchedule) -> int:
+    return bound.workers * bound.group_size
+
+
+def describe_sizes(bound: BoundSchedule) -> dict[str, int]:
+    """Every resolved size by name, for headers, explain and JSON."""
+    out = dict(bound.params)
+    if bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH):
+        out.setdefault("work_per_thread", bound.work_per_thread)
+    out["workers"] = bound.workers
+    out["blocks"] = bound.launch.blocks
+    out["threads_per_block"] = bound.launch.threads_per_block
+    return out
+
+
