@@ -1,0 +1,449 @@
+"""Matrix Market reading (``.mtx`` and gzip-compressed ``.mtx.gz``) into SciPy CSR.
+
+Supported: ``matrix coordinate`` and ``matrix array`` files with field ``real`` / ``double`` /
+``integer`` / ``pattern`` and symmetry ``general`` / ``symmetric`` / ``skew-symmetric`` /
+``hermitian`` (a real hermitian matrix is symmetric). Complex fields are refused.
+
+Semantics of the result (what every caller may rely on):
+
+* ``scipy.sparse.csr_matrix`` of dtype float64 with sorted column indices;
+* pattern entries have the value 1.0;
+* symmetric / hermitian files are expanded (an off-diagonal entry ``(i, j)`` also yields
+  ``(j, i)``; the diagonal is not doubled); skew-symmetric ones yield ``(j, i) = -a_ij`` and must
+  store no diagonal entry;
+* duplicate entries are summed; explicitly stored zeros are kept (they are part of the
+  structure, and the corpus statistics count them);
+* array files are dense: their zero values are dropped.
+
+Speed: the body is parsed by NumPy in one pass (``np.fromstring``) after a vectorised check
+that every line holds the right number of tokens. Anything irregular (a bad token, a comment in
+the body, a wrong count) falls back to a line-by-line parser whose only job is to find the first
+offending line and say what is wrong with it, so every broken file gets a
+:class:`~teaal_loops.errors.MatrixError` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from teaal_loops.errors import Location, MatrixError
+
+_FORMATS = ("coordinate", "array")
+_FIELDS = ("real", "double", "integer", "pattern")
+_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
+_GZIP_MAGIC = b"\x1f\x8b"
+_READ_CHUNK = 1 << 24
+
+
+@dataclass(frozen=True)
+class _Header:
+    """What the banner and the size line say."""
+
+    fmt: str
+    field: str
+    symmetry: str
+    rows: int
+    cols: int
+    entries: int  # coordinate: stored entries; array: stored values
+    body_start: int  # byte offset of the first byte after the size line
+    body_first_line: int  # 1-based line number of the first line after the size line
+
+
+class _Reader:
+    """Error helper bound to one file name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def error(self, message: str, line: int | None = None) -> MatrixError:
+        return MatrixError(message, location=Location(self.name, line))
+
+
+def read_matrix_market(path: str | os.PathLike[str]) -> sp.csr_matrix:
+    """Read a Matrix Market file (plain or gzip) into a float64 CSR matrix (see module doc)."""
+    name = os.fspath(path)
+    reader = _Reader(name)
+    raw = _read_bytes(Path(name), reader)
+    header = _parse_header(raw, reader)
+    body = raw[header.body_start :]
+    del raw
+    if header.fmt == "coordinate":
+        return _read_coordinate(body, header, reader)
+    return _read_array(body, header, reader)
+
+
+# --------------------------------------------------------------------------------------------
+# Bytes
+
+
+def _read_bytes(path: Path, reader: _Reader) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise reader.error("no such file") from None
+    except IsADirectoryError:
+        raise reader.error("is a directory, not a Matrix Market file") from None
+    except OSError as exc:
+        raise reader.error(f"cannot read the file: {exc.strerror or exc}") from None
+    if not raw.startswith(_GZIP_MAGIC):
+        return raw
+    return _gunzip(raw, reader)
+
+
+def _gunzip(raw: bytes, reader: _Reader) -> bytes:
+    """Decompress all gzip members; a broken stream names the line it breaks in."""
+    parts: list[bytes] = []
+    newlines = 0
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    data = raw
+    try:
+        while True:
+            chunk = decompressor.decompress(data, _READ_CHUNK)
+            while chunk:
+                parts.append(chunk)
+                newlines += chunk.count(b"\n")
+                chunk = decompressor.decompress(decompressor.unconsumed_tail, _READ_CHUNK)
+            if not decompressor.eof:
+                raise EOFError("compressed data ends before the end-of-stream marker")
+            data = decompressor.unused_data
+            if not data.strip(b"\x00"):
+                break
+            decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # next member
+    except (zlib.error, EOFError) as exc:
+        line = newlines + 1
+        raise reader.error(
+            f"broken gzip stream: {exc} (decompressed text ends inside line {line})", line
+        ) from None
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Header
+
+
+def _next_line(raw: bytes, pos: int) -> tuple[bytes, int]:
+    """The line starting at ``pos`` (without its newline) and the offset after it."""
+    end = raw.find(b"\n", pos)
+    if end < 0:
+        return raw[pos:], len(raw)
+    return raw[pos:end], end + 1
+
+
+def _parse_header(raw: bytes, reader: _Reader) -> _Header:
+    if not raw:
+        raise reader.error("empty file (expected a '%%MatrixMarket matrix ...' banner)", 1)
+    banner, pos = _next_line(raw, 0)
+    words = banner.decode("latin-1").split()
+    expected = "'%%MatrixMarket matrix coordinate|array real|integer|pattern general|symmetric|...'"
+    if not words or words[0].lower() != "%%matrixmarket":
+        raise reader.error(f"not a Matrix Market file: the first line must be {expected}", 1)
+    if len(words) != 5:
+        raise reader.error(f"malformed banner {banner.decode('latin-1')!r}: expected {expected}", 1)
+    obj, fmt, field, symmetry = (w.lower() for w in words[1:])
+    if obj != "matrix":
+        raise reader.error(f"object {obj!r} is not supported (only 'matrix')", 1)
+    if fmt not in _FORMATS:
+        raise reader.error(f"format {fmt!r} is not supported (expected coordinate or array)", 1)
+    if field == "complex":
+        raise reader.error(
+            "complex matrices are not supported (teaal-loops handles real values only)", 1
+        )
+    if field not in _FIELDS:
+        raise reader.error(f"field {field!r} is not supported (expected one of {_FIELDS})", 1)
+    if symmetry not in _SYMMETRIES:
+        raise reader.error(
+            f"symmetry {symmetry!r} is not supported (expected one of {_SYMMETRIES})", 1
+        )
+    if fmt == "array" and field == "pattern":
+        raise reader.error("'array pattern' is not a valid Matrix Market combination", 1)
+
+    line_no = 1
+    while True:
+        if pos >= len(raw):
+            raise reader.error("file ends before the size line", line_no + 1)
+        line, pos = _next_line(raw, pos)
+        line_no += 1
+        stripped = line.strip()
+        if stripped and not stripped.startswith(b"%"):
+            break
+    want = 3 if fmt == "coordinate" else 2
+    what = "'ROWS COLS ENTRIES'" if want == 3 else "'ROWS COLS'"
+    tokens = stripped.decode("latin-1").split()
+    if len(tokens) != want:
+        raise reader.error(f"malformed size line {stripped.decode('latin-1')!r}: expected {what}",
+                           line_no)
+    try:
+        sizes = [int(t) for t in tokens]
+    except ValueError:
+        raise reader.error(
+            f"malformed size line {stripped.decode('latin-1')!r}: expected {what} as integers",
+            line_no,
+        ) from None
+    if any(s < 0 for s in sizes):
+        raise reader.error(f"negative size in size line {stripped.decode('latin-1')!r}", line_no)
+    rows, cols = sizes[0], sizes[1]
+    if symmetry != "general" and rows != cols:
+        raise reader.error(f"a {symmetry} matrix must be square, the size line says {rows}x{cols}",
+                           line_no)
+    if fmt == "coordinate":
+        entries = sizes[2]
+        if entries > rows * cols:
+            raise reader.error(
+                f"size line declares {entries} entries, more than {rows}x{cols} can hold", line_no
+            )
+    elif symmetry == "general":
+        entries = rows * cols
+    elif symmetry == "skew-symmetric":
+        entries = rows * (rows - 1) // 2
+    else:
+        entries = rows * (rows + 1) // 2
+    return _Header(fmt, field, symmetry, rows, cols, entries, pos, line_no + 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Body: fast path
+
+
+def _tokens_per_line(body: bytes) -> np.ndarray:
+    """Number of whitespace-separated tokens on every line of ``body`` (vectorised)."""
+    if not body:
+        return np.zeros(0, dtype=np.int64)
+    text = np.frombuffer(body, dtype=np.uint8)
+    space = text <= 32  # blank, tab, CR, LF, and other control bytes
+    starts = np.empty(len(text), dtype=np.bool_)
+    starts[0] = not space[0]
+    np.greater(space[:-1], space[1:], out=starts[1:])  # space followed by non-space
+    newline = np.flatnonzero(text == 10)
+    line_starts = np.concatenate(([0], newline + 1))
+    line_starts = line_starts[line_starts < len(text)]
+    counts: np.ndarray = np.add.reduceat(starts.view(np.uint8), line_starts, dtype=np.int64)
+    return counts
+
+
+def _parse_numbers(body: bytes, as_int: bool, expected: int) -> np.ndarray | None:
+    """All numbers of ``body`` in one pass, or None when the text is not purely numeric."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            values = np.fromstring(body, dtype=np.int64 if as_int else np.float64, sep=" ")
+        except (DeprecationWarning, ValueError):
+            return None
+    if len(values) != expected:
+        return None
+    return values
+
+
+def _fast_tokens(body: bytes, per_line: int, entries: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(numbers, file-line offset of every entry) when the body is regular, else None.
+
+    Regular means: every non-blank line holds exactly ``per_line`` tokens, there are exactly
+    ``entries`` such lines, and every token is a number. The caller treats None as "let the
+    line-by-line parser find out what is wrong".
+    """
+    counts = _tokens_per_line(body)
+    data_lines = np.flatnonzero(counts)
+    if len(data_lines) != entries or np.any(counts[data_lines] != per_line):
+        return None
+    total = entries * per_line
+    numbers = _parse_numbers(body, as_int=True, expected=total) if per_line == 2 else None
+    if numbers is None:
+        numbers = _parse_numbers(body, as_int=False, expected=total)
+    if numbers is None:
+        return None
+    return numbers, data_lines
+
+
+# --------------------------------------------------------------------------------------------
+# Body: line-by-line path (diagnosis, and the rare legal irregular file)
+
+
+def _parse_index(token: str) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        number = float(token)  # "3.0" is accepted as 3, like the fast path does
+        if not number.is_integer():
+            raise
+        return int(number)
+
+
+def _slow_tokens(
+    body: bytes, header: _Header, per_line: int, reader: _Reader
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parse line by line; raise a located MatrixError at the first irregular line."""
+    numbers = np.empty(header.entries * per_line, dtype=np.float64)
+    lines = np.empty(header.entries, dtype=np.int64)
+    n_index = 2 if header.fmt == "coordinate" else 0
+    shape = "ROW COL" if n_index else ""
+    if header.field != "pattern":
+        shape = f"{shape} VALUE".strip()
+    entry = 0
+    pos = 0
+    offset = 0
+    while pos < len(body):
+        raw_line, pos = _next_line(body, pos)
+        line_no = header.body_first_line + offset
+        offset += 1
+        text = raw_line.decode("latin-1").strip()
+        if not text or text.startswith("%"):
+            continue
+        tokens = text.split()
+        if entry >= header.entries:
+            raise reader.error(
+                f"more entries than the {header.entries} the size line declares", line_no
+            )
+        if len(tokens) != per_line:
+            raise reader.error(
+                f"expected {per_line} value(s) ({shape}), found {len(tokens)}: {text!r}", line_no
+            )
+        for k, token in enumerate(tokens):
+            try:
+                if "_" in token:
+                    raise ValueError(token)
+                value = float(_parse_index(token)) if k < n_index else float(token)
+            except ValueError:
+                kind = "integer index" if k < n_index else "number"
+                raise reader.error(f"{token!r} is not a valid {kind}", line_no) from None
+            numbers[entry * per_line + k] = value
+        lines[entry] = line_no - header.body_first_line
+        entry += 1
+    if entry < header.entries:
+        line_no = header.body_first_line + offset
+        raise reader.error(
+            f"file ends after {entry} of the {header.entries} entries the size line declares",
+            line_no,
+        )
+    return numbers, lines
+
+
+# --------------------------------------------------------------------------------------------
+# Coordinate and array bodies
+
+
+def _read_coordinate(body: bytes, header: _Header, reader: _Reader) -> sp.csr_matrix:
+    per_line = 2 if header.field == "pattern" else 3
+    parsed = _fast_tokens(body, per_line, header.entries)
+    if parsed is None:
+        parsed = _slow_tokens(body, header, per_line, reader)
+    numbers, lines = parsed
+    rows = _indices(numbers[0::per_line], header.rows, "row", lines, header, reader)
+    cols = _indices(numbers[1::per_line], header.cols, "column", lines, header, reader)
+    if per_line == 3:
+        values = np.ascontiguousarray(numbers[2::3], dtype=np.float64)
+    else:
+        values = np.ones(header.entries, dtype=np.float64)
+    del numbers
+    if header.field == "integer" and not np.all(np.isfinite(values) & (values == np.round(values))):
+        bad = int(np.flatnonzero(~(np.isfinite(values) & (values == np.round(values))))[0])
+        raise reader.error(
+            f"value {values[bad]!r} is not an integer in an 'integer' file",
+            header.body_first_line + int(lines[bad]),
+        )
+    if header.symmetry != "general":
+        rows, cols, values = _expand_symmetric(rows, cols, values, lines, header, reader)
+    return _to_csr(rows, cols, values, (header.rows, header.cols))
+
+
+def _indices(
+    raw: np.ndarray, limit: int, what: str, lines: np.ndarray, header: _Header, reader: _Reader
+) -> np.ndarray:
+    """1-based indices -> 0-based int64, every one checked to lie in 1..limit."""
+    if raw.dtype.kind == "f":
+        integral = raw == np.floor(raw)
+        bad_where = np.flatnonzero(~integral)
+        if len(bad_where):
+            bad = int(bad_where[0])
+            raise reader.error(
+                f"{what} index {raw[bad]!r} is not an integer",
+                header.body_first_line + int(lines[bad]),
+            )
+    out_of_range = (raw < 1) | (raw > limit)
+    if np.any(out_of_range):
+        bad = int(np.flatnonzero(out_of_range)[0])
+        value = int(raw[bad]) if np.isfinite(raw[bad]) else raw[bad]
+        raise reader.error(
+            f"{what} index {value} is out of range 1..{limit}",
+            header.body_first_line + int(lines[bad]),
+        )
+    return raw.astype(np.int64) - 1
+
+
+def _expand_symmetric(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    lines: np.ndarray,
+    header: _Header,
+    reader: _Reader,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add the mirrored entry of every off-diagonal entry (negated for skew-symmetric)."""
+    diagonal = rows == cols
+    if header.symmetry == "skew-symmetric" and np.any(diagonal):
+        bad = int(np.flatnonzero(diagonal)[0])
+        raise reader.error(
+            "a skew-symmetric file must not store diagonal entries "
+            f"(found ({rows[bad] + 1}, {cols[bad] + 1}))",
+            header.body_first_line + int(lines[bad]),
+        )
+    off = ~diagonal
+    mirrored = -values[off] if header.symmetry == "skew-symmetric" else values[off]
+    return (
+        np.concatenate((rows, cols[off])),
+        np.concatenate((cols, rows[off])),
+        np.concatenate((values, mirrored)),
+    )
+
+
+def _to_csr(
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """COO triplets -> canonical CSR (duplicates summed, sorted columns, zeros kept)."""
+    coo = sp.coo_matrix((values, (rows, cols)), shape=shape)
+    csr = coo.tocsr()  # sums duplicates; explicit zeros stay
+    csr.sum_duplicates()
+    csr.sort_indices()
+    return sp.csr_matrix(csr)
+
+
+def _read_array(body: bytes, header: _Header, reader: _Reader) -> sp.csr_matrix:
+    """Dense column-major values; symmetric variants store the lower triangle by columns."""
+    parsed = _fast_tokens(body, 1, header.entries)
+    if parsed is None:
+        parsed = _slow_tokens(body, header, 1, reader)
+    values = parsed[0]
+    n_rows, n_cols = header.rows, header.cols
+    if header.field == "integer" and not np.all(values == np.round(values)):
+        bad = int(np.flatnonzero(values != np.round(values))[0])
+        raise reader.error(
+            f"value {values[bad]!r} is not an integer in an 'integer' file",
+            header.body_first_line + int(parsed[1][bad]),
+        )
+    if header.symmetry == "general":
+        dense = values.reshape((n_cols, n_rows)).T
+        return _to_csr_dense(dense)
+    strict = header.symmetry == "skew-symmetric"
+    # Column j of the stored triangle holds rows j..n-1 (j+1..n-1 when skew), column by column.
+    cols_list = [np.full(n_rows - j - int(strict), j) for j in range(n_cols)]
+    rows_list = [np.arange(j + int(strict), n_rows) for j in range(n_cols)]
+    col_idx = np.concatenate(cols_list) if cols_list else np.zeros(0, dtype=np.int64)
+    row_idx = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
+    dense = np.zeros((n_rows, n_cols), dtype=np.float64)
+    dense[row_idx, col_idx] = values
+    mirrored = -values if strict else values
+    off = row_idx != col_idx
+    dense[col_idx[off], row_idx[off]] = mirrored[off]
+    return _to_csr_dense(dense)
+
+
+def _to_csr_dense(dense: np.ndarray) -> sp.csr_matrix:
+    csr = sp.csr_matrix(np.ascontiguousarray(dense, dtype=np.float64))
+    csr.sort_indices()
+    return csr
