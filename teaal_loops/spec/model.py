@@ -144,13 +144,16 @@ class RankPartitioning:
     """``M: [f1, f2]`` or ``(M, K): [flatten()]`` for one einsum.
 
     ``ranks`` is one rank for ordinary splits and several for a flatten. ``produces`` lists the
-    rank names the functions create, top-down (``M2, M1, M0``; ``MK``; ``K1I`` intermediates).
+    rank names the functions create, top-down (``M2, M1, M0``; ``MK`` for a flatten), and
+    ``intermediates`` the split-internal ranks of multi-level splits (``K1I``).
     """
 
     ranks: tuple[str, ...]
     functions: tuple[PartitionFn, ...]
     produces: tuple[str, ...]
     location: Location | None = field(default=None, compare=False)
+    # Ranks created between levels of a multi-level split (TeAAL's ``K1I``); never final.
+    intermediates: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

@@ -1,0 +1,303 @@
+"""YAML loading that remembers where every key and value was written.
+
+``yaml.safe_load`` throws positions away, so a spec error could only say *what* is wrong. We
+compose the node tree instead (``yaml.compose``) and convert it into small ``Y*`` objects that
+carry a :class:`~teaal_loops.errors.Location` for every value and every mapping key.
+
+Scalars are typed with the YAML 1.2 core schema (what TeAAL's ruamel loader uses), not
+PyYAML's 1.1 rules: ``NO``, ``on`` or ``2001-01-01`` stay strings, so a tensor called ``N`` or
+``NO`` is never silently turned into a boolean.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from teaal_loops.errors import Location, SpecError
+
+Scalar = str | int | float | bool | None
+
+# ---- YAML 1.2 core schema for plain (unquoted, untagged) scalars -----------------------------
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL_TRUE = re.compile(r"^(?:true|True|TRUE)$")
+_BOOL_FALSE = re.compile(r"^(?:false|False|FALSE)$")
+_INT_DEC = re.compile(r"^[-+]?[0-9]+$")
+_INT_OCT = re.compile(r"^0o[0-7]+$")
+_INT_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
+_NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+
+_TAG = "tag:yaml.org,2002:"
+_MAX_DEPTH = 200
+
+
+@dataclass(frozen=True)
+class YScalar:
+    """A scalar with its source position. ``text`` is the scalar's string form as written."""
+
+    value: Scalar
+    text: str
+    location: Location
+    quoted: bool = False
+    # Raw source span of the scalar (character offsets), used to locate characters inside it.
+    span: tuple[int, int] = (0, 0)
+    source_text: str = field(default="", repr=False, compare=False)
+
+    def location_of(self, offset: int) -> Location:
+        """The file position of character ``offset`` of ``text`` (best effort, exact for
+        single-line plain and simply quoted scalars; the scalar's start where escapes or line
+        folding make the mapping ambiguous)."""
+        start, end = self.span
+        raw = self.source_text[start:end]
+        if not raw or offset < 0 or offset > len(self.text):
+            return self.location
+        # Walk the raw text and the value together: every value character appears, in order,
+        # in the raw text (indentation, quotes and folding only add characters).
+        raw_i = 0
+        for value_i, ch in enumerate(self.text + "\0"):
+            if value_i == offset:
+                if raw_i >= len(raw):
+                    break
+                return _location_at(self.location.file, self.source_text, start + raw_i)
+            if ch == "\0":
+                break
+            found = raw.find(ch, raw_i)
+            if found < 0:
+                break
+            raw_i = found + 1
+        return self.location
+
+
+@dataclass(frozen=True)
+class YSeq:
+    items: tuple[YNode, ...]
+    location: Location
+
+
+@dataclass(frozen=True)
+class YEntry:
+    """One ``key: value`` pair of a mapping."""
+
+    key: str
+    key_location: Location
+    value: YNode
+
+
+@dataclass(frozen=True)
+class YMap:
+    entries: tuple[YEntry, ...]
+    location: Location
+
+    def get(self, key: str) -> YEntry | None:
+        for entry in self.entries:
+            if entry.key == key:
+                return entry
+        return None
+
+    def keys(self) -> list[str]:
+        return [e.key for e in self.entries]
+
+
+YNode = YScalar | YSeq | YMap
+
+
+def describe(node: YNode | None) -> str:
+    """A short user-facing name for what a node is (for 'expected X, found Y')."""
+    if node is None:
+        return "nothing"
+    if isinstance(node, YMap):
+        return "a mapping"
+    if isinstance(node, YSeq):
+        return "a list"
+    v = node.value
+    if v is None:
+        return "an empty value"
+    if isinstance(v, bool):
+        return f"the boolean {node.text!r}"
+    if isinstance(v, int):
+        return f"the integer {node.text}"
+    if isinstance(v, float):
+        return f"the number {node.text}"
+    return f"the string {v!r}"
+
+
+def to_plain(node: YNode | None) -> object:
+    """Drop positions: the Python value (dicts, lists, scalars)."""
+    if node is None:
+        return None
+    if isinstance(node, YScalar):
+        return node.value
+    if isinstance(node, YSeq):
+        return [to_plain(i) for i in node.items]
+    return {e.key: to_plain(e.value) for e in node.entries}
+
+
+def _location_at(file: str | None, text: str, index: int) -> Location:
+    line = text.count("\n", 0, index) + 1
+    line_start = text.rfind("\n", 0, index) + 1
+    return Location(file, line, index - line_start + 1)
+
+
+def _mark_location(file: str | None, mark: yaml.Mark | None) -> Location:
+    if mark is None:
+        return Location(file)
+    return Location(file, mark.line + 1, mark.column + 1)
+
+
+def load_yaml(text: str, source: str | None) -> YNode | None:
+    """Parse one YAML document into position-carrying nodes (``None`` for an empty document)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "malformed YAML"
+        context = f" ({err.context})" if err.context and err.problem else ""
+        raise SpecError(
+            f"YAML syntax error: {problem}{context}", location=_mark_location(source, mark)
+        ) from None
+    except yaml.reader.ReaderError as err:
+        raise SpecError(
+            f"YAML syntax error: unacceptable character #x{err.character:04x}"
+            if isinstance(err.character, int)
+            else "YAML syntax error: unreadable character",
+            location=_location_at(source, text, err.position),
+        ) from None
+    except yaml.YAMLError as err:
+        raise SpecError(f"YAML syntax error: {err}", location=Location(source)) from None
+    except RecursionError:
+        raise SpecError("YAML nesting is too deep", location=Location(source)) from None
+    if root is None:
+        return None
+    return _Converter(text, source).convert(root, 0)
+
+
+class _Converter:
+    def __init__(self, text: str, source: str | None) -> None:
+        self.text = text
+        self.source = source
+        # Aliases make the node tree a DAG; cache by identity and refuse cycles.
+        self.done: dict[int, YNode] = {}
+        self.active: set[int] = set()
+
+    def loc(self, node: Node) -> Location:
+        return _mark_location(self.source, node.start_mark)
+
+    def convert(self, node: Node, depth: int) -> YNode:
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        if key in self.active:
+            raise SpecError("recursive YAML alias", location=self.loc(node))
+        if depth > _MAX_DEPTH:
+            raise SpecError("YAML nesting is too deep", location=self.loc(node))
+        self.active.add(key)
+        result: YNode
+        if isinstance(node, ScalarNode):
+            result = self.scalar(node)
+        elif isinstance(node, SequenceNode):
+            self.check_tag(node, "seq")
+            result = YSeq(tuple(self.convert(n, depth + 1) for n in node.value), self.loc(node))
+        elif isinstance(node, MappingNode):
+            self.check_tag(node, "map")
+            result = self.mapping(node, depth)
+        else:  # pragma: no cover - compose only produces the three kinds
+            raise SpecError("unsupported YAML node", location=self.loc(node))
+        self.active.discard(key)
+        self.done[key] = result
+        return result
+
+    def check_tag(self, node: Node, kind: str) -> None:
+        if self.explicit_tag(node) and node.tag != _TAG + kind:
+            raise SpecError(f"unsupported YAML tag {node.tag!r}", location=self.loc(node))
+
+    def mapping(self, node: MappingNode, depth: int) -> YMap:
+        entries: list[YEntry] = []
+        seen: dict[str, Location] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise SpecError(
+                    "mapping keys must be plain names, found a "
+                    + ("list" if isinstance(key_node, SequenceNode) else "mapping"),
+                    location=self.loc(key_node),
+                )
+            name = str(key_node.value)
+            key_loc = self.loc(key_node)
+            if name in seen:
+                first = seen[name]
+                raise SpecError(
+                    f"duplicate key {name!r} (first written at line {first.line})",
+                    location=key_loc,
+                )
+            seen[name] = key_loc
+            entries.append(YEntry(name, key_loc, self.convert(value_node, depth + 1)))
+        return YMap(tuple(entries), self.loc(node))
+
+    def scalar(self, node: ScalarNode) -> YScalar:
+        text = str(node.value)
+        value: Scalar
+        if self.explicit_tag(node):
+            value = self.tagged(node, text)
+        elif node.style is None:
+            value = self.core_schema(text)  # plain scalar: typed by the 1.2 core schema
+        else:
+            value = text  # quoted and block scalars are strings
+        start, end = node.start_mark.index, node.end_mark.index
+        return YScalar(
+            value, text, self.loc(node), node.style in ("'", '"'), (start, end), self.text
+        )
+
+    def explicit_tag(self, node: Node) -> bool:
+        """True when the node was written with an explicit ``!tag`` (the resolver's implicit
+        tags are ignored: we type plain scalars ourselves)."""
+        raw = self.text[node.start_mark.index : node.end_mark.index]
+        raw = re.sub(r"^&\S+\s*", "", raw)  # an anchor may precede the tag
+        return raw.startswith("!")
+
+    def tagged(self, node: ScalarNode, text: str) -> Scalar:
+        kind = node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else None
+        if kind == "str":
+            return text
+        if kind == "null":
+            return None
+        if kind == "bool" and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if kind == "int":
+            try:
+                return int(text, 0)
+            except ValueError:
+                pass
+        if kind == "float":
+            try:
+                return float(text)
+            except ValueError:
+                pass
+        if kind in ("bool", "int", "float"):
+            raise SpecError(f"{text!r} is not a valid {kind}", location=self.loc(node))
+        raise SpecError(f"unsupported YAML tag {node.tag!r}", location=self.loc(node))
+
+    @staticmethod
+    def core_schema(text: str) -> Scalar:
+        if _NULL.match(text):
+            return None
+        if _BOOL_TRUE.match(text):
+            return True
+        if _BOOL_FALSE.match(text):
+            return False
+        if _INT_DEC.match(text):
+            return int(text)
+        if _INT_OCT.match(text):
+            return int(text[2:], 8)
+        if _INT_HEX.match(text):
+            return int(text[2:], 16)
+        if _FLOAT.match(text):
+            return float(text)
+        if _INF.match(text):
+            return float("-inf") if text.startswith("-") else float("inf")
+        if _NAN.match(text):
+            return float("nan")
+        return text
