@@ -1,0 +1,25 @@
+"""Shared test helpers: where the shared corpus is, and a skip when it is absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def corpus_dir() -> Path:
+    """The shared corpus beside the checkout (or $TEAAL_LOOPS_CORPUS, e.g. a carried copy)."""
+    env = os.environ.get("TEAAL_LOOPS_CORPUS")
+    if env:
+        return Path(env).resolve()
+    return (REPO / ".." / "shared" / "corpus").resolve()
+
+
+def require_corpus(*parts: str) -> Path:
+    path = corpus_dir().joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared corpus not found at {path} (it lives beside the checkout)")
+    return path

@@ -1,0 +1,163 @@
+"""Lowering: every SpMV spec reaches the schedule its mapping describes; the rest is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from teaal_loops.errors import ParameterError, UnsupportedMappingError
+from teaal_loops.ir import GpuLevel, MatrixShape, ScheduleKind, bind, lower
+from teaal_loops.spec import load_spec, load_spec_string
+from tests.conftest import REPO, require_corpus
+
+OUR_SPECS = {
+    "thread_mapped.yaml": ScheduleKind.THREAD_MAPPED,
+    "group_mapped.yaml": ScheduleKind.GROUP_MAPPED,
+    "group_mapped_block.yaml": ScheduleKind.GROUP_MAPPED,
+    "work_oriented.yaml": ScheduleKind.WORK_ORIENTED,
+    "merge_path.yaml": ScheduleKind.MERGE_PATH,
+}
+
+
+@pytest.mark.parametrize("name,kind", sorted(OUR_SPECS.items()))
+def test_our_specs_lower_to_their_schedule(name: str, kind: ScheduleKind) -> None:
+    schedule = lower(load_spec(REPO / "specs" / name))
+    assert schedule.kind == kind
+    assert schedule.layout == "csr"
+    assert (schedule.matrix, schedule.vector, schedule.output) == ("A", "B", "Z")
+
+
+def _corpus_spmv_specs() -> list[Path]:
+    folder = require_corpus("teaal-specs", "loops")
+    return sorted(p for p in folder.glob("*.yaml") if "spmv_" in p.name)
+
+
+def test_every_corpus_spmv_spec_lowers_to_the_schedule_its_name_says() -> None:
+    specs = _corpus_spmv_specs()
+    assert len(specs) == 11  # 4 HEAD, 4 ver1__, 3 ver2__ variants
+    for path in specs:
+        expected = next(k for k in ScheduleKind if k.value in path.name)
+        assert lower(load_spec(path)).kind == expected, path.name
+
+
+def test_group_mapped_binds_m0_to_the_group_and_k0_to_the_lane() -> None:
+    spec = load_spec(REPO / "specs" / "group_mapped.yaml")
+    s = lower(spec)
+    levels = {r.name: r.level for r in s.ranks}
+    assert levels == {
+        "M2": GpuLevel.LOOP,
+        "M1": GpuLevel.LOOP,
+        "M0": GpuLevel.WORKER,
+        "K1": GpuLevel.LOOP,
+        "K0": GpuLevel.LANE,
+    }
+    assert [r.name for r in s.ranks] == ["M2", "M1", "M0", "K1", "K0"]  # loop order
+
+
+def test_params_bind_and_defaults_resolve_from_the_matrix() -> None:
+    spec = load_spec(REPO / "specs" / "thread_mapped.yaml")
+    s = lower(spec, params={"NUM_THREADS": 256, "NUM_TILES": 1024})
+    b = bind(s, MatrixShape(rows=10_000, cols=10_000, nnz=50_000))
+    assert b.workers == 256 and b.launch.total_threads == 256
+    default = bind(lower(spec), MatrixShape(rows=10_000, cols=10_000, nnz=50_000))
+    assert default.workers == 10_000  # one row per thread
+
+
+def test_unknown_param_is_named() -> None:
+    spec = load_spec(REPO / "specs" / "work_oriented.yaml")
+    with pytest.raises(ParameterError, match="NUM_THREADZ"):
+        lower(spec, params={"NUM_THREADZ": 4})
+
+
+def test_group_size_must_be_a_power_of_two() -> None:
+    spec = load_spec(REPO / "specs" / "group_mapped.yaml")
+    with pytest.raises(ParameterError, match="power of two"):
+        bind(lower(spec, params={"BLOCK_SIZE": 24}), MatrixShape(10, 10, 10))
+
+
+def test_extension_defaults_apply_and_can_be_overridden() -> None:
+    spec = load_spec(REPO / "specs" / "group_mapped_block.yaml")
+    assert bind(lower(spec), MatrixShape(100, 100, 1000)).group_size == 256
+    assert bind(lower(spec, params={"GROUP": 64}), MatrixShape(100, 100, 1000)).group_size == 64
+
+
+SPMV_HEAD = """
+einsum:
+  declaration: {A: [M, K], B: [K], Z: [M]}
+  expressions: ["Z[m] = A[m, k] * B[k]"]
+mapping:
+  partitioning:
+    Z:
+%s
+  spacetime:
+    Z:
+      space: [%s]
+      time: [%s]
+"""
+
+
+@pytest.mark.parametrize(
+    "partitioning,space,time,rank",
+    [
+        ("      M: [uniform_shape(T)]", "M0, K", "M1", "K"),
+        ("      K: [uniform_occupancy(A.G)]", "K1", "M, K0", "K0"),
+        ("      K: [uniform_occupancy(B.G)]", "M, K0", "K1", "K"),
+        ("      (M, K): [flatten()]\n      MK: [uniform_occupancy(A.W)]", "MK0", "MK1", "MK"),
+        ("      K: [uniform_shape(4)]", "M, K0", "K1", "K"),
+    ],
+)
+def test_unsupported_mappings_name_the_rank_and_list_what_is_supported(
+    partitioning: str, space: str, time: str, rank: str
+) -> None:
+    spec = load_spec_string(SPMV_HEAD % (partitioning, space, time))
+    with pytest.raises(UnsupportedMappingError) as err:
+        lower(spec)
+    text = str(err.value)
+    assert rank in text
+    assert "supported SpMV mappings" in text
+
+
+def test_non_spmv_einsum_is_refused_naming_it() -> None:
+    spec = load_spec_string(
+        """
+einsum:
+  declaration: {A: [M, K], B: [K, N], Z: [M, N]}
+  expressions: ["Z[m, n] = A[m, k] * B[k, n]"]
+"""
+    )
+    with pytest.raises(UnsupportedMappingError, match=r"Z\[m, n\]"):
+        lower(spec)
+
+
+def test_factor_order_and_rank_names_do_not_matter() -> None:
+    spec = load_spec_string(
+        """
+einsum:
+  declaration: {X: [J], G: [I, J], Y: [I]}
+  expressions: ["Y[i] = X[j] * G[i, j]"]
+mapping:
+  partitioning:
+    Y:
+      I: [uniform_shape(W)]
+  spacetime:
+    Y:
+      space: [I0]
+      time: [I1, J]
+"""
+    )
+    s = lower(spec)
+    assert s.kind == ScheduleKind.THREAD_MAPPED
+    assert (s.matrix, s.vector, s.tile_rank, s.atom_rank) == ("G", "X", "I", "J")
+
+
+def test_spec_without_spacetime_runs_on_one_worker() -> None:
+    spec = load_spec_string(
+        """
+einsum:
+  declaration: {A: [K], B: [M, K], Z: [M]}
+  expressions: ["Z[m] = A[k] * B[m, k]"]
+"""
+    )
+    b = bind(lower(spec), MatrixShape(rows=50, cols=20, nnz=100))
+    assert b.workers == 1
