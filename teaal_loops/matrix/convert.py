@@ -3,7 +3,7 @@
 ``as_csr`` accepts any ``scipy.sparse`` matrix or array, ``cupyx.scipy.sparse`` matrices (copied to
 the host), dense NumPy arrays and CuPy arrays. The result is a ``scipy.sparse.csr_matrix`` in
 canonical form (sorted column indices, no duplicates) with a float32 or float64 dtype; the
-caller's object is never modified.
+caller's object is never modified (it is returned unchanged when it already is such a matrix).
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def validate_csr(
             entry = int(np.flatnonzero(bad)[0])
             row = int(np.searchsorted(indptr, entry, side="right")) - 1
             raise MatrixError(
-                f"{where}: row {row} has column index {int(indices[entry])}, "
-                f"outside 0..{cols - 1}"
+                f"{where}: row {row} has column index {int(indices[entry])}, outside 0..{cols - 1}"
             )
 
 
@@ -85,12 +84,29 @@ def as_csr(A: Any, *, dtype: Any = None) -> sp.csr_matrix:
     """Any supported matrix -> a validated, canonical ``scipy.sparse.csr_matrix`` (see module doc).
 
     ``dtype`` (float32 / float64, or the strings ``f32`` / ``f64``) converts the values; by default
-    float32 and float64 are kept and other real dtypes (ints, bools) become float64.
+    float32 and float64 are kept and other real dtypes (ints, bools) become float64. A
+    ``csr_matrix`` that is already canonical with the wanted dtype is returned as it is (not
+    copied); anything else is converted into a new matrix.
     """
     target = _target_dtype(dtype)
     host = _to_host(A)
+    if type(host) is sp.csr_matrix:
+        # Validate before anything reads the structure: SciPy's own routines trust it.
+        validate_csr(host.indptr, host.indices, host.shape)
+        if _is_canonical_float_csr(host, target):
+            return host
     if sp.issparse(host):
-        csr = sp.csr_matrix(host, copy=True)  # copy: canonicalising must not touch the caller's
+        _check_value_dtype(host.dtype)
+        if host.format == "csr":
+            validate_csr(host.indptr, host.indices, host.shape)
+        elif host.format == "csc":
+            rows, cols = host.shape
+            validate_csr(host.indptr, host.indices, (cols, rows), where="matrix (CSC, by column)")
+        try:
+            # copy: canonicalising must not touch the caller's matrix
+            csr = sp.csr_matrix(host, copy=True)
+        except ValueError as exc:  # SciPy's own format checks (COO indices out of range, ...)
+            raise MatrixError(f"malformed {host.format.upper()} matrix: {exc}") from None
     else:
         dense = np.asarray(host)
         if dense.ndim != 2:
@@ -108,9 +124,19 @@ def as_csr(A: Any, *, dtype: Any = None) -> sp.csr_matrix:
     return csr
 
 
+def _is_canonical_float_csr(A: Any, target: np.dtype[Any] | None) -> bool:
+    """True when ``A`` can be returned as it is (nothing to convert, nothing to canonicalise)."""
+    return (
+        type(A) is sp.csr_matrix
+        and A.dtype in _FLOAT_DTYPES
+        and (target is None or A.dtype == target)
+        and bool(A.has_canonical_format)
+    )
+
+
 def matrix_shape(A: Any) -> MatrixShape:
     """Rows, columns, stored nonzeros and the longest row of ``A`` (anything as_csr accepts)."""
-    csr = A if isinstance(A, sp.csr_matrix) and A.has_canonical_format else as_csr(A)
+    csr = as_csr(A)  # no copy when A already is a canonical float CSR matrix
     rows, cols = csr.shape
     max_row = int(np.diff(csr.indptr).max()) if rows else 0
     return MatrixShape(rows=int(rows), cols=int(cols), nnz=int(csr.nnz), max_row=max_row)

@@ -178,8 +178,9 @@ def _parse_header(raw: bytes, reader: _Reader) -> _Header:
     what = "'ROWS COLS ENTRIES'" if want == 3 else "'ROWS COLS'"
     tokens = stripped.decode("latin-1").split()
     if len(tokens) != want:
-        raise reader.error(f"malformed size line {stripped.decode('latin-1')!r}: expected {what}",
-                           line_no)
+        raise reader.error(
+            f"malformed size line {stripped.decode('latin-1')!r}: expected {what}", line_no
+        )
     try:
         sizes = [int(t) for t in tokens]
     except ValueError:
@@ -191,8 +192,9 @@ def _parse_header(raw: bytes, reader: _Reader) -> _Header:
         raise reader.error(f"negative size in size line {stripped.decode('latin-1')!r}", line_no)
     rows, cols = sizes[0], sizes[1]
     if symmetry != "general" and rows != cols:
-        raise reader.error(f"a {symmetry} matrix must be square, the size line says {rows}x{cols}",
-                           line_no)
+        raise reader.error(
+            f"a {symmetry} matrix must be square, the size line says {rows}x{cols}", line_no
+        )
     if fmt == "coordinate":
         entries = sizes[2]
         if entries > rows * cols:
@@ -344,7 +346,7 @@ def _read_coordinate(body: bytes, header: _Header, reader: _Reader) -> sp.csr_ma
     if header.field == "integer" and not np.all(np.isfinite(values) & (values == np.round(values))):
         bad = int(np.flatnonzero(~(np.isfinite(values) & (values == np.round(values))))[0])
         raise reader.error(
-            f"value {values[bad]!r} is not an integer in an 'integer' file",
+            f"value {float(values[bad]):g} is not an integer in an 'integer' file",
             header.body_first_line + int(lines[bad]),
         )
     if header.symmetry != "general":
@@ -362,7 +364,7 @@ def _indices(
         if len(bad_where):
             bad = int(bad_where[0])
             raise reader.error(
-                f"{what} index {raw[bad]!r} is not an integer",
+                f"{what} index {float(raw[bad]):g} is not an integer",
                 header.body_first_line + int(lines[bad]),
             )
     out_of_range = (raw < 1) | (raw > limit)
@@ -423,7 +425,7 @@ def _read_array(body: bytes, header: _Header, reader: _Reader) -> sp.csr_matrix:
     if header.field == "integer" and not np.all(values == np.round(values)):
         bad = int(np.flatnonzero(values != np.round(values))[0])
         raise reader.error(
-            f"value {values[bad]!r} is not an integer in an 'integer' file",
+            f"value {float(values[bad]):g} is not an integer in an 'integer' file",
             header.body_first_line + int(parsed[1][bad]),
         )
     if header.symmetry == "general":

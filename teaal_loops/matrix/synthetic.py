@@ -331,12 +331,18 @@ def _uniform_sampler(cols: int) -> _Sampler:
         local_rows = [np.repeat(np.arange(len(counts), dtype=np.int64), light)]
         columns = [rng.integers(0, cols, int(light.sum()), dtype=np.int64)]
         for row in np.flatnonzero(dense):
-            probability = counts[row] / cols
+            wanted = int(counts[row])
+            probability = wanted / cols
+            parts = []
             for lo in range(0, cols, CHUNK_ENTRIES):
                 hi = min(cols, lo + CHUNK_ENTRIES)
-                kept = np.flatnonzero(rng.random(hi - lo, dtype=np.float32) < probability) + lo
-                columns.append(kept.astype(np.int64))
-                local_rows.append(np.full(len(kept), row, dtype=np.int64))
+                kept = np.flatnonzero(rng.random(hi - lo, dtype=np.float32) < probability)
+                parts.append(kept + lo)
+            kept = np.concatenate(parts)
+            if len(kept) > wanted:  # never more than asked: the output arrays are sized by it
+                kept = rng.choice(kept, wanted, replace=False)
+            columns.append(kept.astype(np.int64))
+            local_rows.append(np.full(len(kept), row, dtype=np.int64))
         return np.concatenate(local_rows), np.concatenate(columns)
 
     return sample
@@ -346,9 +352,7 @@ def _uniform_sampler(cols: int) -> _Sampler:
 # Kinds
 
 
-def _banded(
-    rows: int, cols: int, nnz: int, options: dict[str, Any]
-) -> tuple[np.ndarray, _Sampler]:
+def _banded(rows: int, cols: int, nnz: int, options: dict[str, Any]) -> tuple[np.ndarray, _Sampler]:
     width = options.get("bandwidth")
     if width is None:
         width = max(1, round(nnz / rows))
