@@ -1,0 +1,87 @@
+"""``teaal-loops generate``: write the CUDA kernel of a spec (no GPU and no matrix needed)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from teaal_loops.cli.common import DTYPES, add_param_option, parse_params
+from teaal_loops.errors import TeaalLoopsError
+
+ORDER = 40
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "generate",
+        help="write the CUDA kernel of a spec",
+        description=(
+            "Render the CUDA kernel of each SPEC for the chosen layout and dtype. Without -o the "
+            "source goes to standard output. --all regenerates the committed generated/ folder: "
+            "every spec in specs/ in f32 and f64 "
+            "(python -m teaal_loops generate --all -o generated)."
+        ),
+    )
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="spec YAML file(s)")
+    p.add_argument("--all", action="store_true", help="every spec in --specs-dir, both dtypes")
+    p.add_argument(
+        "--specs-dir", default="specs", metavar="DIR", help="spec library for --all (default specs)"
+    )
+    p.add_argument("--layout", default=None, help="sparse layout (default: the spec's; csr)")
+    p.add_argument(
+        "--dtype",
+        choices=["f32", "f64", "both"],
+        default=None,
+        help="value type (default f32; both with --all)",
+    )
+    p.add_argument(
+        "--index-bits",
+        type=int,
+        choices=[32, 64],
+        default=32,
+        help="offset width: 64 for matrices with more than 2^31-1 nonzeros (default 32)",
+    )
+    add_param_option(p)
+    p.add_argument("-o", "--output", metavar="DIR", help="write DIR/<spec>.<layout>.<dtype>.cu")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from teaal_loops.codegen import files as gen
+
+    params = parse_params(args.param)
+    if args.all:
+        if args.specs:
+            raise TeaalLoopsError("--all takes no SPEC arguments (it uses --specs-dir)")
+        if params or args.layout or args.index_bits != 32:
+            raise TeaalLoopsError(
+                "--all regenerates the committed files with the specs' own parameters: "
+                "drop --param/--layout/--index-bits"
+            )
+        library = gen.spec_library(args.specs_dir)
+        if not library:
+            raise TeaalLoopsError(f"{args.specs_dir}: no *.yaml specs to generate")
+        dtypes = _dtypes(args.dtype or "both")
+        rendered = gen.expected_files(args.specs_dir, dtypes)
+        out = args.output or "generated"
+        for path in gen.write_files(rendered, out, prune=args.dtype in (None, "both")):
+            print(path)
+        return 0
+    if not args.specs:
+        raise TeaalLoopsError("give a SPEC file (or --all)")
+    for spec in args.specs:
+        for dtype in _dtypes(args.dtype or "f32"):
+            name, source = gen.render_spec(
+                spec, dtype=dtype, layout=args.layout, params=params, index_bits=args.index_bits
+            )
+            if args.output:
+                for path in gen.write_files({name: source}, args.output):
+                    print(path)
+            else:
+                sys.stdout.write(source)
+    return 0
+
+
+def _dtypes(choice: str) -> list[str]:
+    return ["float32", "float64"] if choice == "both" else [DTYPES[choice]]
+
