@@ -18,6 +18,7 @@ Documented defaults for parameters the user did not bind (``--param`` or ``x-tea
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from teaal_loops.errors import ParameterError
 from teaal_loops.ir.model import (
@@ -48,7 +49,7 @@ def tile_widths(tiling: RowTiling, resolved: list[int], rows: int) -> list[int]:
     """Widths ``S_n .. S_1`` (top-down) from resolved parameter values (nway -> widths)."""
     widths: list[int] = []
     parent = max(rows, 1)
-    for value, is_nway in zip(resolved, tiling.nway or (False,) * len(resolved)):
+    for value, is_nway in zip(resolved, tiling.nway or (False,) * len(resolved), strict=True):
         width = ceil_div(parent, value) if is_nway else value
         widths.append(max(width, 1))
         parent = widths[-1]
@@ -123,7 +124,7 @@ def bind(
         tiling = schedule.tiling
         assert tiling is not None
         defaults = _default_tile_values(tiling, rows)
-        raw = [value_of(s, d) for s, d in zip(tiling.sizes, defaults)]
+        raw = [value_of(s, d) for s, d in zip(tiling.sizes, defaults, strict=True)]
         widths = tile_widths(tiling, raw, rows)
         extents = tile_extents(widths, rows)
         n = tiling.depth
@@ -176,27 +177,27 @@ def _name(size: int | str | None) -> str:
     return size if isinstance(size, str) else str(size)
 
 
-def row_digits(rows_idx: "object", widths: tuple[int, ...] | list[int]) -> list["object"]:
+def row_digits(rows_idx: Any, widths: tuple[int, ...] | list[int]) -> list[Any]:
     """Digits ``d_n .. d_0`` (top-down) of row indices (ints or NumPy arrays) for widths S."""
     if not widths:
         return [rows_idx]
     n = len(widths)
-    digits = [rows_idx // widths[0]]  # type: ignore[operator]
+    digits = [rows_idx // widths[0]]
     for j in range(1, n):
-        digits.append((rows_idx % widths[j - 1]) // widths[j])  # type: ignore[operator]
-    digits.append(rows_idx % widths[n - 1])  # type: ignore[operator]
+        digits.append((rows_idx % widths[j - 1]) // widths[j])
+    digits.append(rows_idx % widths[n - 1])
     return digits
 
 
-def worker_of_digits(bound: BoundSchedule, digits: list["object"]) -> "object":
+def worker_of_digits(bound: BoundSchedule, digits: list[Any]) -> Any:
     """Mixed-radix worker id of the space levels' digits (first space level most significant)."""
     tiling = bound.schedule.tiling
     assert tiling is not None
     extents = tile_extents(bound.sizes, bound.matrix.rows)
     n = tiling.depth
-    worker: object = 0
+    worker: Any = 0
     for level in tiling.space_levels:
-        worker = worker * extents[n - level] + digits[n - level]  # type: ignore[operator]
+        worker = worker * extents[n - level] + digits[n - level]
     return worker
 
 

@@ -74,7 +74,9 @@ def bound_json(b: BoundSchedule) -> dict[str, Any]:
     }
 
 
-def explain_text(s: Schedule, bound: BoundSchedule | None = None, sim: SimResult | None = None) -> str:
+def explain_text(
+    s: Schedule, bound: BoundSchedule | None = None, sim: SimResult | None = None
+) -> str:
     lines = [
         f"spec:      {s.spec_name}",
         f"einsum:    {s.einsum}",
@@ -107,10 +109,8 @@ def explain_text(s: Schedule, bound: BoundSchedule | None = None, sim: SimResult
     if sim is not None:
         st = sim.stats
         lines.append(
-            "balance:   atoms per thread max {} mean {:.3f} (max/mean {:.2f}); {} idle of {} "
-            "threads; {} split rows; {} atomics".format(
-                st.max_atoms, st.mean_atoms, st.imbalance, st.idle_threads, st.threads,
-                st.split_rows, st.atomics,
-            )
+            f"balance:   atoms per thread max {st.max_atoms} mean {st.mean_atoms:.3f} "
+            f"(max/mean {st.imbalance:.2f}); {st.idle_threads} idle of {st.threads} threads; "
+            f"{st.split_rows} split rows; {st.atomics} atomics"
         )
     return "\n".join(lines)

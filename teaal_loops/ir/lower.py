@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from teaal_loops.errors import ParameterError, UnsupportedMappingError
+from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
+from teaal_loops.ir.layouts import layout_from_format, layout_semantics
 from teaal_loops.ir.model import (
     Combine,
     GpuLevel,
@@ -59,12 +60,14 @@ class SpmvShape:
     output: str
     matrix: str
     vector: str
-    tile_rank: str
-    atom_rank: str
+    row_rank: str  # the matrix rank the output keeps (M)
+    col_rank: str  # the contracted rank (K)
     matrix_rank_order: tuple[str, ...]
 
 
-def _unsupported(spec: Spec, message: str, *, key_path: str | None = None) -> UnsupportedMappingError:
+def _unsupported(
+    spec: Spec, message: str, *, key_path: str | None = None
+) -> UnsupportedMappingError:
     from teaal_loops.errors import Location
 
     return UnsupportedMappingError(
@@ -122,18 +125,43 @@ def _spmv_roles(spec: Spec, e: Einsum) -> SpmvShape | None:
     declared = spec.declaration.get(mat.tensor)
     if declared is None or len(declared) != 2:
         return None
-    tile_rank = declared[mat_vars.index(m_var)]
-    atom_rank = declared[mat_vars.index(k_var)]
     order = tuple(spec.mapping.rank_order.get(mat.tensor, declared))
     return SpmvShape(
         einsum=e,
         output=out.tensor,
         matrix=mat.tensor,
         vector=vec.tensor,
-        tile_rank=tile_rank,
-        atom_rank=atom_rank,
+        row_rank=declared[mat_vars.index(m_var)],
+        col_rank=declared[mat_vars.index(k_var)],
         matrix_rank_order=order,
     )
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The spec's ranks as the layout sees them: tiles along ``tile``, atoms along ``atom``."""
+
+    shape: SpmvShape
+    layout: str
+    tile_rank: str
+    atom_rank: str
+    scatter: bool
+
+    @property
+    def einsum(self) -> Einsum:
+        return self.shape.einsum
+
+    @property
+    def output(self) -> str:
+        return self.shape.output
+
+    @property
+    def matrix(self) -> str:
+        return self.shape.matrix
+
+    @property
+    def vector(self) -> str:
+        return self.shape.vector
 
 
 def lower(
@@ -144,7 +172,7 @@ def lower(
     block_threads: int | None = None,
 ) -> Schedule:
     """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
-    shape = recognise_spmv(spec)
+    shape = _roles(spec, recognise_spmv(spec), layout)
     out = shape.output
     parts = {p.name: p for p in spec.partitioning_of(out)}
     spacetime = spec.spacetime_of(out) or _all_time(spec, out)
@@ -155,9 +183,7 @@ def lower(
     flat_name = shape.tile_rank + shape.atom_rank
 
     ext = spec.extensions
-    chosen_layout = layout or (ext.layout if ext and ext.layout else None) or _layout_from_order(
-        shape
-    )
+    chosen_layout = shape.layout
     threads = block_threads or (ext.block_threads if ext and ext.block_threads else None)
     threads = threads or DEFAULT_BLOCK_THREADS
     if threads <= 0 or threads > 1024 or threads % 32:
@@ -187,6 +213,8 @@ def lower(
         ranks = tile_ranks + group_ranks
         if group_size is None:
             kind, combine = ScheduleKind.THREAD_MAPPED, Combine.STORE
+            if shape.scatter:
+                combine = Combine.ATOMIC
         else:
             kind, combine = ScheduleKind.GROUP_MAPPED, Combine.GROUP_REDUCE
             if isinstance(group_size, str):
@@ -200,9 +228,16 @@ def lower(
             key_path="x-teaal-loops.schedule",
         )
 
+    semantics = layout_semantics(chosen_layout)
+    if kind not in semantics.schedules:
+        raise LayoutError(
+            f"layout {chosen_layout} ({semantics.tiles}) supports "
+            f"{', '.join(sorted(k.value for k in semantics.schedules))}; the spec's mapping is "
+            f"{kind.value}"
+        )
     order = {name: i for i, name in enumerate(spec.loop_order_of(out))}
-    ranks = tuple(sorted(ranks, key=lambda r: order.get(r.name, len(order))))
-    missing = set(final) - {r.name for r in ranks}
+    ordered = tuple(sorted(ranks, key=lambda r: order.get(r.name, len(order))))
+    missing = set(final) - {r.name for r in ordered}
     if missing:  # defensive: the front end guarantees spacetime covers the final ranks
         raise _unsupported(spec, f"ranks {sorted(missing)} have no GPU binding")
 
@@ -217,7 +252,7 @@ def lower(
         tile_rank=shape.tile_rank,
         atom_rank=shape.atom_rank,
         layout=chosen_layout,
-        ranks=ranks,
+        ranks=ordered,
         combine=combine,
         params=bound,
         param_roles=dict(roles),
@@ -235,10 +270,19 @@ def _all_time(spec: Spec, out: str) -> SpaceTime:
     return SpaceTime(space=(), time=tuple(SpaceTimeRank(r) for r in spec.loop_order_of(out)))
 
 
-def _layout_from_order(shape: SpmvShape) -> str:
-    if shape.matrix_rank_order == (shape.tile_rank, shape.atom_rank):
-        return "csr"
-    return "csc"
+def _roles(spec: Spec, shape: SpmvShape, layout: str | None) -> Roles:
+    """Choose the layout (argument > x-teaal-loops > format > rank order) and orient the ranks."""
+    ext = spec.extensions
+    chosen = (
+        layout
+        or (ext.layout if ext and ext.layout else None)
+        or layout_from_format(spec, shape.matrix, shape.row_rank, shape.col_rank)
+        or ("csr" if shape.matrix_rank_order == (shape.row_rank, shape.col_rank) else "csc")
+    )
+    semantics = layout_semantics(chosen)
+    if semantics.column_major:
+        return Roles(shape, chosen.lower(), shape.col_rank, shape.row_rank, scatter=True)
+    return Roles(shape, chosen.lower(), shape.row_rank, shape.col_rank, scatter=False)
 
 
 def _tile_rank_names(tile: str, depth: int) -> list[str]:
@@ -250,7 +294,7 @@ def _tile_rank_names(tile: str, depth: int) -> list[str]:
 
 def _lower_tiling(
     spec: Spec,
-    shape: SpmvShape,
+    shape: Roles,
     parts: Mapping[str, RankPartitioning],
     space: list[str],
     time: list[str],
@@ -271,7 +315,9 @@ def _lower_tiling(
                     key_path=f"mapping.partitioning.{out}.{tile}",
                 )
             if fn.size is None:
-                raise _unsupported(spec, f"{fn.text} has no size", key_path=f"mapping.partitioning.{out}.{tile}")
+                raise _unsupported(
+                    spec, f"{fn.text} has no size", key_path=f"mapping.partitioning.{out}.{tile}"
+                )
             sizes.append(fn.size)
             nway.append(fn.kind == "nway_shape")
             if isinstance(fn.size, str):
@@ -318,7 +364,7 @@ def _tile_extent(level: int, depth: int, sizes: list[int | str], nway: list[bool
 
 def _lower_atom_rank(
     spec: Spec,
-    shape: SpmvShape,
+    shape: Roles,
     parts: Mapping[str, RankPartitioning],
     space: list[str],
     time: list[str],
@@ -385,7 +431,7 @@ def _lower_atom_rank(
 
 def _lower_flat(
     spec: Spec,
-    shape: SpmvShape,
+    shape: Roles,
     parts: Mapping[str, RankPartitioning],
     flat_parts: list[RankPartitioning],
     space: list[str],
@@ -440,7 +486,9 @@ def _lower_flat(
     kind = ScheduleKind.MERGE_PATH if merge else ScheduleKind.WORK_ORIENTED
     size = fn.size if fn.size is not None else 8
     unit = "merge items (rows + nonzeros)" if merge else "nonzeros"
-    roles = {size: "items_per_thread" if merge else "atoms_per_thread"} if isinstance(size, str) else {}
+    roles = {}
+    if isinstance(size, str):
+        roles[size] = "items_per_thread" if merge else "atoms_per_thread"
     ranks = [
         RankBinding(hi, name, GpuLevel.WORKER, f"ceil(({'rows+' if merge else ''}nnz)/{size})",
                     space_index=0, style=styles.get(hi, "pos")),

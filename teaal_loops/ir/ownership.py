@@ -46,7 +46,7 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Sequence[tuple[int, Any]]
     by_name = {r.name: r for r in sched.ranks}
     worker = 0
     lane = 0
-    for name, (pos, coord) in zip(names, space):
+    for name, (pos, coord) in zip(names, space, strict=True):
         binding = by_name[name]
         if binding.level == GpuLevel.LANE:
             lane = int(pos)

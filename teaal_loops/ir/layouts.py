@@ -1,0 +1,134 @@
+"""What each sparse layout means to a schedule, and how a TeAAL ``format`` selects one.
+
+A layout is a TeAAL rank order plus per-rank formats (DESIGN §5). To a schedule it supplies
+*tiles* (the units the tile rank enumerates) and *atoms* (the stored entries of a tile):
+
+* ``csr``  rank order ``[M, K]``, M:U K:C. Tiles are rows, atoms their nonzeros.
+* ``csc``  rank order ``[K, M]``, K:U M:C. Tiles are columns: a tile's results *scatter* into
+  many output rows, so every update is an atomicAdd (output zeroed first).
+* ``coo``  the flattened ``(M, K)`` rank, both coordinates stored (M:C K:C). Tiles are rows
+  found by binary search over the sorted row array; atoms as in CSR.
+* ``ell``  ``[M, K]`` with every row padded to the longest: tiles are rows, atoms are slots.
+* ``bcsr`` ``[M1, K1, M0, K0]``: tiles are block rows, atoms are dense R x C blocks.
+* ``dia``  tiles are rows, atoms are the stored diagonals' entries.
+
+A spec's ``format`` section picks the layout either by name (a format called ``csr``, ``ELL``,
+...) or by structure (rank order and U/C per rank). ``--layout`` / ``layout=`` overrides both.
+User-defined layouts register here with :func:`register_layout_semantics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from teaal_loops.errors import LayoutError, Location
+from teaal_loops.ir.model import ScheduleKind
+from teaal_loops.spec.model import Spec, TensorFormat
+
+ALL = frozenset(ScheduleKind)
+TILED = frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.GROUP_MAPPED})
+
+
+@dataclass(frozen=True)
+class LayoutSemantics:
+    name: str
+    tiles: str  # what a tile is, for messages and explain
+    column_major: bool  # tiles are columns of the matrix: rank order [K, M]
+    schedules: frozenset[ScheduleKind]
+    teaal_format: str  # the TeAAL format it corresponds to, for messages
+
+    @property
+    def scatters(self) -> bool:
+        """Tile results land in many output rows: every update must be atomic."""
+        return self.column_major
+
+
+_REGISTRY: dict[str, LayoutSemantics] = {}
+
+
+def register_layout_semantics(semantics: LayoutSemantics, *, replace: bool = False) -> None:
+    """Add a layout (built-in or user-defined) to what lowering accepts."""
+    key = semantics.name.lower()
+    if key in _REGISTRY and not replace:
+        raise LayoutError(f"layout {semantics.name} is already registered")
+    _REGISTRY[key] = semantics
+
+
+for _sem in (
+    LayoutSemantics("csr", "rows", False, ALL, "rank-order [M, K]; M: U, K: C"),
+    LayoutSemantics("csc", "columns", True,
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED}),
+                    "rank-order [K, M]; K: U, M: C"),
+    LayoutSemantics("coo", "rows (found by binary search)", False,
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED}),
+                    "rank-order [M, K]; M: C, K: C (both coordinates stored)"),
+    LayoutSemantics("ell", "rows (padded to the longest)", False,
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED,
+                               ScheduleKind.MERGE_PATH}),
+                    "a format named ELL; rank-order [M, K]"),
+    LayoutSemantics("bcsr", "block rows", False,
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED}),
+                    "rank-order [M1, K1, M0, K0]; M1: U, K1: C, M0: U, K0: U"),
+    LayoutSemantics("dia", "rows (by diagonal)", False,
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED}),
+                    "a format named DIA"),
+):
+    register_layout_semantics(_sem)
+
+
+def layout_semantics(name: str) -> LayoutSemantics:
+    base = name.split(":", 1)[0].lower()  # "bcsr:4x4" carries an option after the colon
+    try:
+        return _REGISTRY[base]
+    except KeyError:
+        raise LayoutError(
+            f"unknown layout {name!r}; supported layouts: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def known_layouts() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def supported_formats_text() -> str:
+    return "; ".join(f"{s.name}: {s.teaal_format}" for s in _REGISTRY.values())
+
+
+def layout_from_format(spec: Spec, matrix: str, tile: str, atom: str) -> str | None:
+    """The layout that ``spec``'s ``format`` section gives ``matrix``, or None if it has none."""
+    formats = spec.formats.get(matrix, ())
+    if not formats:
+        return None
+    fmt = formats[0]
+    by_name = fmt.name.lower()
+    if by_name in _REGISTRY:
+        return by_name
+    chosen = _layout_by_structure(fmt, tile, atom)
+    if chosen is None:
+        ranks = ", ".join(f"{r.rank}: {r.format}" for r in fmt.ranks)
+        raise LayoutError(
+            f"format {fmt.name} of {matrix} (rank-order [{', '.join(fmt.rank_order)}]; {ranks}) "
+            f"maps to no layout; supported formats: {supported_formats_text()}; or name the "
+            "format after a layout (csr, csc, coo, ell, bcsr, dia)",
+            location=fmt.location or (Location(spec.source) if spec.source else None),
+        )
+    return chosen
+
+
+def _layout_by_structure(fmt: TensorFormat, tile: str, atom: str) -> str | None:
+    kinds = {r.rank: r.format for r in fmt.ranks}
+    order = tuple(fmt.rank_order)
+
+    def f(rank: str) -> str:
+        return kinds.get(rank, "C")  # TeAAL's default per-rank format is compressed
+
+    if order == (tile, atom):
+        if f(tile) == "U" and f(atom) == "C":
+            return "csr"
+        if f(tile) == "C" and f(atom) == "C":
+            return "coo"
+    if order == (atom, tile) and f(atom) == "U" and f(tile) == "C":
+        return "csc"
+    if order == (f"{tile}1", f"{atom}1", f"{tile}0", f"{atom}0"):
+        return "bcsr"
+    return None
