@@ -289,7 +289,7 @@ class _Parser:
             self.advance()
             if self.tok.kind == "*":
                 raise self.error(
-                    f"'{t.text}*...' in an index: the coefficient comes first (2*{t.text})",
+                    f"'{t.text}*...' in an index: the coefficient comes first (2*{t.text})", t
                 )
             return (1, t.text)
         sign = 1

@@ -90,7 +90,9 @@ class Context:
         key_path: str | None,
         expected: str | None = None,
     ) -> NoReturn:
-        raise SpecError(message, location=self.loc(where), key_path=key_path, expected=expected)
+        raise SpecError(
+            message, location=self.loc(where), key_path=key_path or None, expected=expected
+        )
 
     def loc(self, where: YNode | YEntry | Location | None) -> Location:
         if where is None:

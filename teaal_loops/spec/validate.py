@@ -241,12 +241,17 @@ def _check_outputs(draft: Draft) -> list[str]:
 
 
 def _index_math_vars(draft: Draft, einsum: Einsum) -> set[str]:
-    """Index variables (lower-case) used in index arithmetic, e.g. ``q``, ``s`` in ``q+s``."""
+    """Lower-case names tied to index arithmetic, which TeAAL refuses to flatten: the
+    variables of every non-plain index (``q``, ``s`` in ``I[q+s]``) and the rank that index
+    addresses (``w`` when I is declared ``[W]``), as TeAAL's coordinate math relates them all.
+    """
     out: set[str] = set()
     for access in [einsum.output, *expr_accesses(einsum.expr)]:
-        for index in access.indices:
+        declared = draft.declaration.get(access.tensor, ())
+        for rank, index in zip(declared, access.indices, strict=False):
             if not index.is_plain:
                 out.update(v.lower() for v in index.variables)
+                out.add(rank.lower())
     return out
 
 
@@ -320,6 +325,13 @@ def _partition(
                 _fail("follow() must be the only function of its rank", p.location, path)
             target = fns[0].target or ""
             leader = singles.get(target)
+            if target == p.name:
+                _fail(
+                    f"{fns[0].text}: a rank cannot follow itself",
+                    fns[0].location,
+                    path,
+                    expected="follow(R) naming another partitioned rank",
+                )
             if leader is None or any(f.kind == "follow" for f in leader.functions):
                 _fail(
                     f"{fns[0].text}: rank {target} has no partitioning of its own to follow",
