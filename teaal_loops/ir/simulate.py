@@ -1,12 +1,12 @@
-"""Execute a bound schedule on the CPU with NumPy, vectorised.
+"""Execute a bound schedule on the CPU with NumPy, vectorised, on any layout's tile view.
 
 Returns the product, the owning global thread of every atom (nonzero, in CSR order) and the
 load-balance figures. The ownership rules are exactly those the CUDA templates implement (see
 the schedule docstrings in :mod:`teaal_loops.ir.model` and the templates); GPU tests compare the
 trace build of each kernel against :attr:`SimResult.owner` atom by atom.
 
-Values are accumulated in float64 following the schedule's combine structure: partial sums per
-(owner, row) segment, then combined per row, so a schedule that splits rows is simulated as split.
+Ownership is computed over the layout's tiles (rows for CSR, columns for CSC, ...) from the
+tile pointers alone, exactly as the kernels do; values are accumulated in float64.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from teaal_loops.ir.bind import ceil_div, row_digits, tile_extents
 from teaal_loops.ir.model import BoundSchedule, ScheduleKind
+from teaal_loops.ir.views import TileView, tile_view
 
 
 @dataclass(frozen=True)
@@ -100,35 +101,21 @@ def row_workers(bound: BoundSchedule, rows: int) -> npt.NDArray[np.int64]:
 
 
 def simulate(bound: BoundSchedule, A: object, x: npt.ArrayLike) -> SimResult:
-    """Run ``bound`` on the CSR matrix ``A`` (scipy.sparse or anything matrix.as_csr takes)."""
-    from teaal_loops import matrix as tl_matrix
+    """Run ``bound`` on matrix ``A`` (scipy.sparse or anything matrix.as_csr takes) in the
+    schedule's layout. ``owner`` is indexed by the layout's atoms in storage order."""
+    view = tile_view(bound.schedule.layout, A)
+    return simulate_view(bound, view, x)
 
-    csr = tl_matrix.as_csr(A)
-    indptr = np.asarray(csr.indptr, dtype=np.int64)
-    indices = np.asarray(csr.indices, dtype=np.int64)
-    data = np.asarray(csr.data, dtype=np.float64)
+
+def simulate_view(bound: BoundSchedule, view: TileView, x: npt.ArrayLike) -> SimResult:
     xv = np.asarray(x, dtype=np.float64).ravel()
-    rows = csr.shape[0]
-    nnz = int(indptr[-1])
+    indptr = view.tile_ptr
     owner = owners(bound, indptr)
-    row = atom_rows(indptr)
-    products = data * xv[indices] if nnz else np.zeros(0)
-
-    # Segments of consecutive atoms with the same (row, owner): one partial sum each.
-    if nnz:
-        change = np.ones(nnz, dtype=bool)
-        change[1:] = (row[1:] != row[:-1]) | (owner[1:] != owner[:-1])
-        starts = np.flatnonzero(change)
-        if bound.kind == ScheduleKind.GROUP_MAPPED:
-            # Lanes interleave within a row; their partials reduce inside the group, so the
-            # row is one combine unit: sum per row directly.
-            starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-        partial = np.add.reduceat(products, starts)
-        seg_row = row[starts]
-        y = np.bincount(seg_row, weights=partial, minlength=rows).astype(np.float64)
-    else:
-        y = np.zeros(rows, dtype=np.float64)
-    stats = load_balance(bound, indptr, owner, row)
+    products = view.entry_val * xv[view.entry_col]
+    # Values: every entry adds its product to its output row. Accumulated in float64, the
+    # combine structure (stores, group reductions, atomics) does not change the result.
+    y = np.bincount(view.entry_row, weights=products, minlength=view.rows).astype(np.float64)
+    stats = load_balance(bound, indptr, owner, scatter=view.scatter)
     return SimResult(y=y, owner=owner, stats=stats, bound=bound)
 
 
@@ -136,8 +123,10 @@ def load_balance(
     bound: BoundSchedule,
     indptr: npt.NDArray[np.int64],
     owner: npt.NDArray[np.int64],
-    row: npt.NDArray[np.int64],
+    *,
+    scatter: bool = False,
 ) -> LoadBalance:
+    """Atoms per thread; split tiles and atomics (a scattering layout makes every update one)."""
     threads = bound.workers * bound.group_size
     nnz = len(owner)
     if nnz:
@@ -148,7 +137,9 @@ def load_balance(
         max_atoms, idle = 0, threads
     mean = nnz / threads if threads else 0.0
     split, atomics = 0, 0
-    if bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH) and nnz:
+    if scatter:
+        atomics = nnz
+    elif bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH) and nnz:
         first = owner[indptr[:-1][np.diff(indptr) > 0]]
         last = owner[indptr[1:][np.diff(indptr) > 0] - 1]
         if bound.kind == ScheduleKind.MERGE_PATH:

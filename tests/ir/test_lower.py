@@ -161,3 +161,64 @@ einsum:
     )
     b = bind(lower(spec), MatrixShape(rows=50, cols=20, nnz=100))
     assert b.workers == 1
+
+
+CSC_SPEC = """
+einsum:
+  declaration: {A: [M, K], B: [K], Z: [M]}
+  expressions: ["Z[m] = A[m, k] * B[k]"]
+mapping:
+  rank-order:
+    A: [K, M]
+  partitioning:
+    Z:
+      K: [uniform_shape(COLS_PER_THREAD)]
+  spacetime:
+    Z:
+      space: [K1]
+      time: [K0, M]
+"""
+
+
+def test_rank_order_k_m_selects_csc_whose_tiles_scatter_atomically() -> None:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from teaal_loops.ir import Combine, simulate
+
+    s = lower(load_spec_string(CSC_SPEC), params={"COLS_PER_THREAD": 2})
+    assert (s.layout, s.tile_rank, s.atom_rank) == ("csc", "K", "M")
+    assert s.combine == Combine.ATOMIC
+    A = sp.random(7, 9, density=0.4, random_state=3, format="csr")
+    x = np.random.default_rng(2).uniform(-1, 1, 9)
+    res = simulate(bind(s, MatrixShape(7, 9, A.nnz)), A, x)
+    np.testing.assert_allclose(res.y, A @ x)
+    cols_of_atoms = np.repeat(np.arange(9), np.diff(A.tocsc().indptr))
+    assert np.array_equal(res.owner, cols_of_atoms // 2)  # two columns per thread
+    assert res.stats.atomics == A.nnz
+
+
+def test_format_section_picks_the_layout_and_bad_formats_are_named() -> None:
+    from teaal_loops.errors import LayoutError
+
+    fmt = """
+format:
+  A:
+    %s:
+      rank-order: [%s]
+      M: {format: %s}
+      K: {format: C}
+"""
+    base = SPMV_HEAD % ("      M: [uniform_shape(T)]", "M0", "M1, K")
+    assert lower(load_spec_string(base + fmt % ("default", "M, K", "U"))).layout == "csr"
+    assert lower(load_spec_string(base + fmt % ("default", "M, K", "C"))).layout == "coo"
+    assert lower(load_spec_string(base + fmt % ("ELL", "M, K", "U"))).layout == "ell"
+    with pytest.raises(LayoutError, match="maps to no layout; supported formats"):
+        lower(load_spec_string(base.replace("{format: C}", "{format: U}") + fmt.replace(
+            "K: {format: C}", "K: {format: U}") % ("default", "M, K", "U")))
+    group = load_spec(REPO / "specs" / "group_mapped.yaml")
+    with pytest.raises(LayoutError, match="layout ell .* supports .*; the spec's mapping is "
+                       "group_mapped"):
+        lower(group, layout="ell")
+    with pytest.raises(LayoutError, match="unknown layout"):
+        lower(load_spec_string(base), layout="hyb")
