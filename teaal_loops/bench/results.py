@@ -1,0 +1,189 @@
+"""Reading a results document: the best variant, auto over best, and the issue's targets.
+
+Everything here is plain Python over the JSON document that :func:`run_bench` writes, so
+reports can be regenerated (and tested) without a GPU.
+
+Definitions:
+
+* ``best``: among valid, fully repeated variants of a case, the lowest median ``kernel`` time
+  (device time, zeroing included for accumulating schedules).
+* ``speedup_called``: cuSPARSE's median ``call`` time (``A @ x`` as users call it) over the
+  variant's median ``launch`` time (lean launch path). ``speedup_kernel``: cuSPARSE's median
+  device time over the variant's.
+* ``auto.over_best``: the auto choice's ``kernel`` time over the best's.
+
+Targets (float32 cases only; DESIGN.md and the benchmark issue):
+
+* corpus: best ``speedup_called`` >= 2 on every corpus matrix;
+* large: best ``speedup_kernel`` >= 1 on each large class, and the banded class's best reaches
+  at least 80% of the measured copy bandwidth;
+* auto: ``over_best`` <= 1.10 on at least 90% of the cases.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+CORPUS_SPEEDUP = 2.0
+LARGE_SPEEDUP = 1.0
+BANDED_COPY_FRACTION = 0.8
+AUTO_SLACK = 1.10
+AUTO_SHARE = 0.9
+TARGET_DTYPE = "float32"
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(Path(path).read_text())
+    return doc
+
+
+def _median(block: Any) -> float | None:
+    if not isinstance(block, dict):
+        return None
+    value = block.get("median_ms")
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def timed(result: dict[str, Any]) -> bool:
+    """A result that counts for ``best``: no error, validated, fully repeated."""
+    return (
+        "error" not in result
+        and bool(result.get("valid"))
+        and not result.get("capped")
+        and _median(result.get("kernel")) is not None
+    )
+
+
+def case_best_and_auto(case: dict[str, Any]) -> dict[str, Any]:
+    """``{"best": {...}, "auto": {...}}`` for one case (module docstring)."""
+    results = [r for r in case.get("results", []) if timed(r)]
+    out: dict[str, Any] = {"best": None, "auto": None}
+    if results:
+        best = min(results, key=lambda r: _median(r["kernel"]) or math.inf)
+        out["best"] = _summary_of(best)
+    auto = next((r for r in case.get("results", []) if r.get("auto")), None)
+    if auto is not None:
+        entry = _summary_of(auto) if "kernel" in auto else {"label": auto.get("label")}
+        choice = case.get("auto_choice") or {}
+        entry["rule"] = choice.get("rule")
+        entry["reason"] = choice.get("reason")
+        entry["valid"] = bool(auto.get("valid"))
+        over = None
+        if out["best"] and timed(auto):
+            over = (_median(auto["kernel"]) or math.inf) / out["best"]["kernel_ms"]
+        entry["over_best"] = over
+        out["auto"] = entry
+    return out
+
+
+def _summary_of(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "label": r.get("label"),
+        "schedule": r.get("schedule"),
+        "kernel_ms": _median(r.get("kernel")),
+        "launch_ms": _median(r.get("launch")),
+        "call_ms": _median(r.get("call")),
+        "speedup_called": r.get("speedup_called"),
+        "speedup_kernel": r.get("speedup_kernel"),
+        "gbps": r.get("gbps"),
+        "copy_fraction": r.get("copy_fraction"),
+    }
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v and v > 0]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def is_banded(case: dict[str, Any]) -> bool:
+    return str(case.get("source", "")).startswith("gpu:banded")
+
+
+def summarize(doc: dict[str, Any]) -> dict[str, Any]:
+    """Target checks, misses with their margins, and geometric means (module docstring)."""
+    cases = [c for c in doc.get("cases", []) if c.get("dtype", TARGET_DTYPE) == TARGET_DTYPE]
+    corpus = [c for c in cases if c.get("group") == "corpus"]
+    large = [c for c in cases if c.get("group") == "large"]
+    out: dict[str, Any] = {"dtype": TARGET_DTYPE, "targets": {}}
+    targets = out["targets"]
+
+    def best(c: dict[str, Any], key: str) -> float | None:
+        b = c.get("best") or {}
+        value = b.get(key)
+        return float(value) if value is not None else None
+
+    if corpus:
+        misses = [
+            {"matrix": c["matrix"], "speedup_called": best(c, "speedup_called"),
+             "best": (c.get("best") or {}).get("label")}
+            for c in corpus
+            if (best(c, "speedup_called") or 0.0) < CORPUS_SPEEDUP
+        ]
+        targets["corpus_2x"] = {
+            "goal": f"best speedup as called >= {CORPUS_SPEEDUP} on every corpus matrix",
+            "met": not misses,
+            "passed": len(corpus) - len(misses),
+            "of": len(corpus),
+            "misses": misses,
+            "geomean_speedup_called": geomean(best(c, "speedup_called") or 0 for c in corpus),
+            "geomean_speedup_kernel": geomean(best(c, "speedup_kernel") or 0 for c in corpus),
+        }
+    if large:
+        misses = [
+            {"matrix": c["matrix"], "speedup_kernel": best(c, "speedup_kernel"),
+             "best": (c.get("best") or {}).get("label")}
+            for c in large
+            if (best(c, "speedup_kernel") or 0.0) < LARGE_SPEEDUP
+        ]
+        targets["large_parity"] = {
+            "goal": "best device time <= cuSPARSE's on each large class",
+            "met": not misses,
+            "passed": len(large) - len(misses),
+            "of": len(large),
+            "misses": misses,
+        }
+        banded = [c for c in large if is_banded(c)]
+        if banded:
+            fractions = {c["matrix"]: best(c, "copy_fraction") for c in banded}
+            targets["banded_copy_80"] = {
+                "goal": f"banded: best >= {BANDED_COPY_FRACTION:.0%} of the copy bandwidth",
+                "met": all((f or 0.0) >= BANDED_COPY_FRACTION for f in fractions.values()),
+                "copy_fraction": fractions,
+            }
+    with_auto = [c for c in cases if (c.get("auto") or {}).get("over_best") is not None]
+    if with_auto:
+        ok = [c for c in with_auto if c["auto"]["over_best"] <= AUTO_SLACK]
+        share = len(ok) / len(with_auto)
+        targets["auto_within_10pct"] = {
+            "goal": f"auto within {AUTO_SLACK - 1:.0%} of the best on >= {AUTO_SHARE:.0%} of "
+            "the matrices",
+            "met": share >= AUTO_SHARE,
+            "share": share,
+            "passed": len(ok),
+            "of": len(with_auto),
+            "misses": [
+                {"matrix": c["matrix"], "auto": c["auto"]["label"],
+                 "best": (c.get("best") or {}).get("label"), "over_best": c["auto"]["over_best"]}
+                for c in with_auto
+                if c["auto"]["over_best"] > AUTO_SLACK
+            ],
+        }
+    invalid = [
+        {"matrix": c["matrix"], "dtype": c.get("dtype"), "label": r.get("label"),
+         "error": r.get("error"), "mismatches": r.get("mismatches")}
+        for c in doc.get("cases", [])
+        for r in c.get("results", [])
+        if "error" in r or not r.get("valid")
+    ]
+    out["invalid_results"] = invalid
+    out["case_errors"] = [
+        {"matrix": c.get("matrix"), "error": c["error"]} for c in doc.get("cases", [])
+        if "error" in c
+    ]
+    return out

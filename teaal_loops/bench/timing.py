@@ -1,0 +1,175 @@
+"""Timing on the GPU with CUDA events: what each number measures.
+
+Two ways to time a callable ``op(i)`` (``i`` = repetition, used to rotate inputs):
+
+``per_call``  ("as called")
+    Events recorded immediately before and after each call, calls back to back, the GPU idle
+    between them whenever the host is slower than the GPU. The interval therefore includes
+    the host's cost of issuing the call (Python, argument packing, CuPy's launch path) when
+    that exceeds the GPU work: it is what a program calling ``op`` in a loop sees.
+
+``queued``  ("kernel")
+    A spin kernel first occupies the GPU for a while; the host enqueues all repetitions with
+    their events behind it; then the GPU runs them back to back. Each interval is then the
+    device time of that repetition's work alone (kernels plus the gaps between kernels of one
+    call), without host overhead. The result is trusted only if the host finished enqueueing
+    before the spin ended (``Samples.queued``); otherwise the run is retried with a longer spin
+    and, failing that, reported as not queued. A call that synchronises with the host inside
+    ``op`` cannot be queued and is reported so.
+
+``before(i)`` runs outside the timed interval (e.g. to poison an output), ``op(i)`` inside.
+Every function returns per-repetition milliseconds; callers report the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SPIN_SOURCE = r"""
+extern "C" __global__ void teaal_bench_spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+"""
+MAX_SPIN_MS = 2000.0
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Per-repetition times (ms) of one measurement and whether it was queued behind a spin."""
+
+    ms: tuple[float, ...]
+    queued: bool = False
+    host_ms: float = 0.0  # host time spent issuing all repetitions
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.ms)) if self.ms else float("nan")
+
+    @property
+    def reps(self) -> int:
+        return len(self.ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        ms = sorted(self.ms)
+        return {
+            "median_ms": self.median,
+            "min_ms": ms[0] if ms else None,
+            "max_ms": ms[-1] if ms else None,
+            "reps": self.reps,
+        }
+
+
+class Timer:
+    """Event-based timing on CuPy's current stream (see the module docstring)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self.cp = cupy
+        self._spin = cupy.RawKernel(SPIN_SOURCE, "teaal_bench_spin")
+
+    def _events(self, n: int) -> list[Any]:
+        return [self.cp.cuda.Event() for _ in range(n)]
+
+    def spin(self, ms: float) -> None:
+        """Occupy the GPU for ``ms`` milliseconds (one thread reading the global timer)."""
+        self._spin((1,), (1,), (self.cp.uint64(int(ms * 1e6)),))
+
+    def _issue(
+        self,
+        op: Callable[[int], Any],
+        reps: int,
+        before: Callable[[int], Any] | None,
+        spin_ms: float,
+    ) -> tuple[tuple[float, ...], float]:
+        """Issue ``reps`` repetitions between events (behind a spin if ``spin_ms``); return the
+        per-repetition device milliseconds and the host milliseconds spent issuing them."""
+        starts, ends = self._events(reps), self._events(reps)
+        self.cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        if spin_ms:
+            self.spin(spin_ms)
+        for i in range(reps):
+            if before is not None:
+                before(i)
+            starts[i].record()
+            op(i)
+            ends[i].record()
+        host = (time.perf_counter() - t0) * 1e3
+        ends[-1].synchronize()
+        get = self.cp.cuda.get_elapsed_time
+        return tuple(float(get(s, e)) for s, e in zip(starts, ends, strict=True)), host
+
+    def per_call(
+        self,
+        op: Callable[[int], Any],
+        reps: int,
+        *,
+        before: Callable[[int], Any] | None = None,
+    ) -> Samples:
+        ms, host = self._issue(op, reps, before, 0.0)
+        return Samples(ms, queued=False, host_ms=host)
+
+    def queued(
+        self,
+        op: Callable[[int], Any],
+        reps: int,
+        *,
+        before: Callable[[int], Any] | None = None,
+        host_ms_per_rep: float = 0.1,
+    ) -> Samples:
+        """Device time per repetition, issued behind a spin kernel (module docstring)."""
+        spin_ms = max(2.0, 4.0 * host_ms_per_rep * reps)
+        for _ in range(3):
+            spin_ms = min(spin_ms, MAX_SPIN_MS)
+            ms, host = self._issue(op, reps, before, spin_ms)
+            if host < 0.9 * spin_ms:
+                return Samples(ms, queued=True, host_ms=host)
+            if spin_ms >= MAX_SPIN_MS:
+                break
+            spin_ms = 2.0 * host + 1.0
+        return Samples(ms, queued=False, host_ms=host)
+
+    def probe(self, op: Callable[[int], Any]) -> float:
+        """Milliseconds of one call, synchronised (to decide how often to repeat a slow one)."""
+        start, end = self._events(2)
+        self.cp.cuda.Device().synchronize()
+        start.record()
+        op(0)
+        end.record()
+        end.synchronize()
+        return float(self.cp.cuda.get_elapsed_time(start, end))
+
+
+def copy_bandwidth(
+    cupy: Any, timer: Timer, *, nbytes: int = 2**30, reps: int = 20
+) -> dict[str, Any]:
+    """A device-to-device ``cudaMemcpyAsync`` of ``nbytes``: GB/s counting read plus write."""
+    from teaal_loops.bench.roofline import copy_bytes, gbps
+
+    src = cupy.ones(nbytes // 4, dtype=cupy.float32)  # ones, not zeros: no compressible pages
+    dst = cupy.empty_like(src)
+    stream = cupy.cuda.get_current_stream()
+    kind = getattr(cupy.cuda.runtime, "memcpyDeviceToDevice", 3)  # cudaMemcpyDeviceToDevice
+
+    def copy(_: int) -> None:
+        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, kind, stream.ptr)
+
+    for _ in range(3):
+        copy(0)
+    samples = timer.queued(copy, reps, host_ms_per_rep=0.05)
+    moved = copy_bytes(src.nbytes)
+    return {
+        "buffer_bytes": nbytes,
+        "bytes_moved": moved,
+        "method": "cudaMemcpyAsync device-to-device, bytes read + bytes written",
+        **samples.as_dict(),
+        "gbps": gbps(moved, samples.median),
+        "queued": samples.queued,
+    }

@@ -1,0 +1,124 @@
+"""``teaal-loops bench``: time generated schedules against cuSPARSE; JSON, markdown and a plot."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from teaal_loops.cli.common import DTYPES, parse_params
+
+ORDER = 60
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "bench",
+        help="benchmark generated schedules against cuSPARSE (needs a GPU, except --report)",
+        description=(
+            "Run specs x layouts x dtypes over a suite of matrices against cuSPARSE (CuPy's "
+            "A @ x) in the same process: CUDA events, warm-up, medians, outputs re-zeroed where a "
+            "schedule accumulates, inputs rotated when they fit in L2, a device-to-device copy "
+            "measured for the roofline. Writes JSON, and optionally a markdown table and a PNG "
+            "plot. Without SPEC, the spec library runs with a sweep of group sizes and work per "
+            "thread, plus the auto choice."
+        ),
+    )
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="spec files (default: specs/*.yaml)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        choices=["corpus", "large", "smoke"],
+        help="matrix suite (repeatable; default corpus unless -m/--synthetic are given)",
+    )
+    p.add_argument("-m", "--matrix", action="append", default=[], metavar="FILE",
+                   help="a Matrix Market file (repeatable)")
+    p.add_argument("--synthetic", action="append", default=[], metavar="KIND:key=value,...",
+                   help="a CPU-generated synthetic matrix (repeatable)")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="keep only the matrices of this name (repeatable)")
+    p.add_argument("--corpus-dir", type=Path, help="folder of .mtx/.mtx.gz corpus matrices")
+    p.add_argument("--large-scale", type=float, default=1.0, metavar="F",
+                   help="shrink the large synthetic matrices by F in (0, 1] (default 1)")
+    p.add_argument("--dtype", action="append", choices=sorted(DTYPES),
+                   help="value type (repeatable; default f32)")
+    p.add_argument("--layout", action="append", help="repeatable; default csr")
+    p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind a parameter in every spec that has it (repeatable)")
+    p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="time each value of a parameter ('default' = unbound); repeatable")
+    p.add_argument("--no-sweep", action="store_true", help="library specs with default parameters")
+    p.add_argument(
+        "--schedule",
+        default="all",
+        choices=["all", "auto", "thread_mapped", "group_mapped", "work_oriented", "merge_path"],
+        help="time every variant (all, default), only one schedule kind, or only the auto choice",
+    )
+    p.add_argument("--no-auto", action="store_true", help="do not time the auto choice")
+    p.add_argument("--reps", type=int, default=25, help="timed repetitions (median; default 25)")
+    p.add_argument("--warmup", type=int, default=5, help="warm-up launches (default 5)")
+    p.add_argument("--max-copies", type=int, default=32,
+                   help="most input copies rotated to defeat the L2 cache (default 32)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="start no new matrix after this long (the JSON says what was skipped)")
+    p.add_argument("-o", "--output", type=Path, default=Path("bench-results.json"),
+                   help="results JSON (default bench-results.json)")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write a markdown report")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="also write a PNG plot")
+    p.add_argument("--report", type=Path, metavar="JSON",
+                   help="no GPU: regenerate --markdown / --plot from an existing results JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from teaal_loops import bench
+    from teaal_loops.errors import TeaalLoopsError
+
+    if args.report:
+        doc = bench.load(args.report)
+    else:
+        if args.reps < 1 or args.warmup < 0 or args.max_copies < 1:
+            raise TeaalLoopsError("--reps and --max-copies must be positive, --warmup >= 0")
+        sweeps = bench.parse_sweep(args.sweep) if args.sweep else None
+        if args.no_sweep:
+            sweeps = {}
+        suites = args.suite or ([] if args.matrix or args.synthetic else ["corpus"])
+        progress = bench.Progress(enabled=not args.quiet)
+        doc = bench.bench(
+            args.specs,
+            suites=suites,
+            files=args.matrix,
+            synthetic=args.synthetic,
+            only=args.only,
+            corpus_dir=args.corpus_dir,
+            large_scale=args.large_scale,
+            dtypes=args.dtype or ["f32"],
+            layouts=args.layout or ["csr"],
+            sweeps=sweeps,
+            params=parse_params(args.param),
+            schedule=args.schedule,
+            auto=not args.no_auto,
+            reps=args.reps,
+            warmup=args.warmup,
+            max_copies=args.max_copies,
+            time_budget_s=args.time_budget,
+            json_path=args.output,
+            command="teaal-loops " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            progress=progress,
+        )
+        print(f"results: {args.output}", file=sys.stderr)
+    plot_name = None
+    if args.plot:
+        bench.plot(doc, args.plot)
+        plot_name = args.plot.name
+        print(f"plot: {args.plot}", file=sys.stderr)
+    text = bench.markdown(doc, plot_name=plot_name)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(text)
+        print(f"markdown: {args.markdown}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
