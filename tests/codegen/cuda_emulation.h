@@ -1,0 +1,80 @@
+// Host emulation of the small CUDA subset the generated SpMV kernels use, so CPU-only CI can
+// execute every schedule and compare values and owners with the IR simulation.
+// Blocks run one after another; the threads of a block run as std::threads when the kernel
+// synchronises (shuffles, barriers), else one after another. Force-included by g++ -include.
+#pragma once  // (g++ warns about this when precompiling; harmless)
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+struct dim3 { unsigned x = 0, y = 0, z = 0; };
+inline thread_local dim3 threadIdx;
+inline dim3 blockIdx;
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+inline std::mutex& emu_atomic_mutex() { static std::mutex m; return m; }
+template <class T> inline T atomicAdd(T* p, T v) {
+  std::lock_guard<std::mutex> lock(emu_atomic_mutex());
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+
+// A reusable barrier for `count` threads.
+struct EmuBarrier {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned count, waiting = 0, generation = 0;
+  explicit EmuBarrier(unsigned c) : count(c) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m);
+    unsigned gen = generation;
+    if (++waiting == count) { waiting = 0; ++generation; cv.notify_all(); return; }
+    cv.wait(lock, [&] { return gen != generation; });
+  }
+};
+
+inline std::mutex& emu_registry_mutex() { static std::mutex m; return m; }
+// Barriers by (kind, key, count): each is created once and reused by every block.
+inline EmuBarrier& emu_barrier(int kind, unsigned long long key, unsigned count) {
+  static std::map<std::tuple<int, unsigned long long, unsigned>, EmuBarrier*> barriers;
+  std::lock_guard<std::mutex> lock(emu_registry_mutex());
+  auto k = std::make_tuple(kind, key, count);
+  auto it = barriers.find(k);
+  if (it == barriers.end()) it = barriers.emplace(k, new EmuBarrier(count)).first;
+  return *it->second;
+}
+
+extern unsigned emu_block_threads;
+inline void __syncthreads() { emu_barrier(0, 0, emu_block_threads).wait(); }
+inline void __barrier_sync_count(unsigned id, unsigned count) { emu_barrier(1, id, count).wait(); }
+
+inline double emu_slots[1024];  // one exchange slot per thread of the block
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (!(mask & (1u << lane))) { std::fprintf(stderr, "lane %u not in mask %x\n", lane, mask); std::abort(); }
+  EmuBarrier& bar = emu_barrier(2, (unsigned long long)warp << 32 | mask, __builtin_popcount(mask));
+  emu_slots[threadIdx.x] = (double)v;
+  bar.wait();
+  const unsigned src = lane + delta;
+  T out = v;
+  if ((lane % width) + delta < (unsigned)width) {
+    if (!(mask & (1u << src))) { std::fprintf(stderr, "source lane %u not in mask\n", src); std::abort(); }
+    out = (T)emu_slots[warp * 32 + src];
+  }
+  bar.wait();
+  return out;
+}

@@ -1,0 +1,169 @@
+"""Run a generated kernel on the CPU: g++ with tests/codegen/cuda_emulation.h force-included.
+
+The driver's ``main`` is generated from the kernel's parameter list (the same list the runtime
+launches with): it reads the grid, the block and every argument from a binary file, runs every
+thread and writes ``y`` and ``owner`` back. The kernel runs in a subprocess with a timeout, so
+a shuffle or barrier that not all lanes reach shows as a failure, not a hung test.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from teaal_loops.codegen.config import KernelConfig
+from teaal_loops.codegen.render import render
+from teaal_loops.ir.model import BoundSchedule, ScheduleKind
+
+HERE = Path(__file__).resolve().parent
+SHIM = HERE / "cuda_emulation.h"
+CXX = shutil.which("g++") or shutil.which("clang++")
+_BUILD_DIR = Path(tempfile.mkdtemp(prefix="teaal-emu-"))
+atexit.register(shutil.rmtree, _BUILD_DIR, True)
+_built: dict[str, Path] = {}
+_pch_lock = threading.Lock()
+CXXFLAGS = ["-std=c++17", "-O0", "-pthread", "-DTEAAL_TRACE=1"]
+
+
+def _shim() -> Path:
+    """The shim copied into the build folder with a precompiled header beside it (2x faster)."""
+    header = _BUILD_DIR / SHIM.name
+    with _pch_lock:
+        if not header.exists():
+            assert CXX is not None
+            header.write_text(SHIM.read_text())
+            subprocess.run(
+                [CXX, *CXXFLAGS, "-x", "c++-header", str(header), "-o", f"{header}.gch"],
+                check=False,  # without the .gch, g++ simply parses the header
+                capture_output=True,
+            )
+    return header
+
+_CTYPES = {"index_t": "index_t", "offset_t": "offset_t", "value_t": "value_t", "int": "int"}
+
+
+def _driver(cfg: KernelConfig) -> str:
+    threaded = cfg.kind is ScheduleKind.GROUP_MAPPED and cfg.group_size > 1
+    decls, reads, call = [], [], []
+    for p in cfg.kernel_params():
+        t = p.scalar_type
+        if p.is_pointer:
+            decls.append(f"  std::vector<{t}> {p.name}_buf;")
+            reads.append(f"  read_array(f, {p.name}_buf);")
+            call.append(f"{p.name}_buf.data()")
+        else:
+            decls.append(f"  {t} {p.name};")
+            reads.append(f"  {{ long long v; read_raw(f, &v, sizeof v); {p.name} = ({t})v; }}")
+            call.append(p.name)
+    args = ", ".join(call)
+    run_block = (
+        """    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < emu_block_threads; ++t)
+      pool.emplace_back([&, t] { threadIdx.x = t; KERNEL(ARGS); });
+    for (auto& th : pool) th.join();"""
+        if threaded
+        else "    for (unsigned t = 0; t < emu_block_threads; ++t) "
+        "{ threadIdx.x = t; KERNEL(ARGS); }"
+    ).replace("KERNEL", cfg.kernel_name).replace("ARGS", args)
+    return f"""
+unsigned emu_block_threads = 0;
+static void read_raw(FILE* f, void* p, size_t n) {{
+  if (n && std::fread(p, 1, n, f) != n) {{ std::fprintf(stderr, "short read\\n"); std::exit(3); }}
+}}
+template <class T> static void read_array(FILE* f, std::vector<T>& v) {{
+  long long n; read_raw(f, &n, sizeof n); v.resize(n ? n : 1); read_raw(f, v.data(), n * sizeof(T));
+}}
+int main(int argc, char** argv) {{
+  FILE* f = std::fopen(argv[1], "rb");
+  long long blocks, tpb; read_raw(f, &blocks, sizeof blocks); read_raw(f, &tpb, sizeof tpb);
+{chr(10).join(decls)}
+{chr(10).join(reads)}
+  std::fclose(f);
+  emu_block_threads = (unsigned)tpb;
+  for (long long b = 0; b < blocks; ++b) {{
+    blockIdx.x = (unsigned)b;
+{run_block}
+  }}
+  FILE* o = std::fopen(argv[2], "wb");
+  std::fwrite(y_buf.data(), sizeof(value_t), y_buf.size(), o);
+  std::fwrite(owner_buf.data(), sizeof(int), owner_buf.size(), o);
+  std::fclose(o);
+  return 0;
+}}
+"""
+
+
+def build(cfg: KernelConfig) -> Path:
+    source = render(cfg) + "\n#include <vector>\n" + _driver(cfg)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key in _built:
+        return _built[key]
+    assert CXX is not None
+    src = _BUILD_DIR / f"{key}.cpp"
+    exe = _BUILD_DIR / f"{key}.exe"
+    src.write_text(source)
+    subprocess.run(
+        [CXX, *CXXFLAGS, "-include", str(_shim()), "-o", str(exe), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    _built[key] = exe
+    return exe
+
+
+@dataclass
+class EmulationResult:
+    y: np.ndarray[Any, Any]
+    owner: np.ndarray[Any, Any]
+
+
+def run(
+    cfg: KernelConfig, bound: BoundSchedule, A: sp.csr_matrix, x: np.ndarray[Any, Any],
+    *, timeout: float = 60.0,
+) -> EmulationResult:
+    """Execute the kernel of ``cfg`` for ``bound`` on ``A`` and ``x`` (y pre-filled NaN or 0)."""
+    from teaal_loops.runtime.kernel import schedule_arguments
+
+    exe = build(cfg)
+    value = np.dtype(cfg.dtype)
+    offset = np.int64 if cfg.index_bits == 64 else np.int32
+    rows, cols = A.shape
+    accumulate = bound.schedule.combine.value == "atomic"
+    y0 = np.zeros(rows, value) if accumulate else np.full(rows, np.nan, value)
+    arrays = {
+        "indptr": A.indptr.astype(offset),
+        "indices": A.indices.astype(np.int32),
+        "values": A.data.astype(value),
+        "x": x.astype(value),
+        "y": y0,
+        "owner": np.full(A.nnz, -1, np.int32),
+    }
+    scalars: dict[str, int] = {"rows": rows, "cols": cols, "nnz": A.nnz}
+    scalars.update(schedule_arguments(bound))
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        with inp.open("wb") as f:
+            f.write(np.array([bound.launch.blocks, bound.launch.threads_per_block], np.int64))
+            for p in cfg.kernel_params():
+                if p.is_pointer:
+                    arr = arrays[p.name]
+                    f.write(np.array([arr.size], np.int64).tobytes())
+                    f.write(np.ascontiguousarray(arr).tobytes())
+                else:
+                    f.write(np.array([scalars[p.name]], np.int64).tobytes())
+        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout)
+        raw = out.read_bytes()
+    y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()
+    owner = np.frombuffer(raw[rows * value.itemsize :], dtype=np.int32).copy()
+    return EmulationResult(y=y, owner=owner[: A.nnz])
