@@ -77,7 +77,7 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
     n = len(text)
     while i < n:
         ch = text[i]
-        if ch in " \t":
+        if ch in " \t\r\n":  # newlines too: a folded YAML scalar may end with one
             i += 1
             continue
         if ch.isascii() and (ch.isalpha() or ch == "_"):

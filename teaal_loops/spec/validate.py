@@ -90,7 +90,7 @@ def build_spec(draft: Draft, ctx: Context) -> Spec:
         _check_loop_order(draft, out, final)
         _check_spacetime(draft, out, final, ctx)
 
-    _check_formats(draft, ctx)
+    _check_formats(draft, ctx, partitioning)
     for name, entry in draft.bindings_loc.items():
         if name not in outputs:
             ctx.warn(
@@ -556,7 +556,17 @@ def _check_spacetime(draft: Draft, out: str, final: tuple[str, ...], ctx: Contex
         )
 
 
-def _check_formats(draft: Draft, ctx: Context) -> None:
+def _check_formats(
+    draft: Draft, ctx: Context, partitioning: dict[str, tuple[RankPartitioning, ...]]
+) -> None:
+    """Formats of undeclared tensors, and format ranks that no einsum can produce, are
+    ignored by TeAAL (a format is only used when its rank order matches the loop order); we
+    say so."""
+    derived: set[str] = set()
+    for parts in partitioning.values():
+        for p in parts:
+            derived.update(p.produces)
+            derived.update(p.intermediates)
     for tensor, entry in draft.formats_loc.items():
         if tensor not in draft.declaration:
             ctx.warn(
@@ -565,3 +575,14 @@ def _check_formats(draft: Draft, ctx: Context) -> None:
                 entry.key_location,
                 f"format.{tensor}",
             )
+            continue
+        known = set(draft.declaration[tensor]) | derived
+        for fmt in draft.formats.get(tensor, ()):
+            unknown = [r for r in fmt.rank_order if r not in known]
+            if unknown:
+                ctx.warn(
+                    f"rank-order names {_names(unknown)}, which {tensor} neither declares nor "
+                    f"gets from any partitioning{_suggest(unknown[0], known)}",
+                    fmt.location,
+                    f"format.{tensor}.{fmt.name}.rank-order",
+                )

@@ -292,7 +292,11 @@ def test_multi_level_occupancy_has_intermediates() -> None:
     assert k.produces == ("K2", "K1", "K0")
     assert k.intermediates == ("K1I",)
     # TeAAL's demo.yaml: a shape split, then two occupancy levels.
-    s = spec(with_partitioning("M: [uniform_shape(M2), uniform_occupancy(A.M1), uniform_occupancy(A.M0)]\n"))
+    s = spec(
+        with_partitioning(
+            "M: [uniform_shape(M2), uniform_occupancy(A.M1), uniform_occupancy(A.M0)]\n"
+        )
+    )
     (m,) = s.partitioning_of("Z")
     assert m.produces == ("M3", "M2", "M1", "M0")
     assert m.intermediates == ("M2I", "M1I")
@@ -331,7 +335,9 @@ def test_index_math_ranks_follow_teaal_order() -> None:
 
 
 def test_x_merge_path_is_an_extension_on_flattened_ranks() -> None:
-    text = SPMV_WORK_ORIENTED.replace("uniform_occupancy(A.WORK_PER_THREAD)", "x_merge_path(A.ITEMS)")
+    text = SPMV_WORK_ORIENTED.replace(
+        "uniform_occupancy(A.WORK_PER_THREAD)", "x_merge_path(A.ITEMS)"
+    )
     s = spec(text)
     split = s.partitioning_of("Z")[1]
     assert split.functions[0].kind == "x_merge_path"
@@ -425,20 +431,60 @@ def test_str_of_an_error_is_file_line_col() -> None:
             "einsum.expressions",
             3,
         ),
-        ("einsum:\n  declaration: {Z: []}\n  expressions: []\n", "is empty", "einsum.expressions", 3),
+        (
+            "einsum:\n  declaration: {Z: []}\n  expressions: []\n",
+            "is empty",
+            "einsum.expressions",
+            3,
+        ),
         (
             "einsum:\n  declaration: {Z: []}\n  expressions: [{Z: 1}]\n",
             "found a mapping",
             "einsum.expressions[0]",
             3,
         ),
-        ("einsum:\n  declaration: [A, B]\n  expressions: ['Z[] = a']\n", "found a list", "einsum.declaration", 2),
-        ("einsum:\n  declaration: {A: M, Z: []}\n  expressions: ['Z[] = a']\n", "found the string 'M'", "einsum.declaration.A", 2),
-        ("einsum:\n  declaration: {A: 'M, K', Z: []}\n  expressions: ['Z[] = a']\n", "[M, K]", "einsum.declaration.A", 2),
-        ("einsum:\n  declaration: {A:, Z: []}\n  expressions: ['Z[] = a']\n", "empty value", "einsum.declaration.A", 2),
-        ("einsum:\n  declaration: {A: [M, M], Z: []}\n  expressions: ['Z[] = a']\n", "listed twice", "einsum.declaration.A[1]", 2),
-        ("einsum:\n  declaration: {A: [m], Z: []}\n  expressions: ['Z[] = a']\n", "not upper-case", "einsum.declaration.A", 2),
-        ("einsum:\n  declaration: {A: [1], Z: []}\n  expressions: ['Z[] = a']\n", "the integer 1", "einsum.declaration.A[0]", 2),
+        (
+            "einsum:\n  declaration: [A, B]\n  expressions: ['Z[] = a']\n",
+            "found a list",
+            "einsum.declaration",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A: M, Z: []}\n  expressions: ['Z[] = a']\n",
+            "found the string 'M'",
+            "einsum.declaration.A",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A: 'M, K', Z: []}\n  expressions: ['Z[] = a']\n",
+            "[M, K]",
+            "einsum.declaration.A",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A:, Z: []}\n  expressions: ['Z[] = a']\n",
+            "empty value",
+            "einsum.declaration.A",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A: [M, M], Z: []}\n  expressions: ['Z[] = a']\n",
+            "listed twice",
+            "einsum.declaration.A[1]",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A: [m], Z: []}\n  expressions: ['Z[] = a']\n",
+            "not upper-case",
+            "einsum.declaration.A",
+            2,
+        ),
+        (
+            "einsum:\n  declaration: {A: [1], Z: []}\n  expressions: ['Z[] = a']\n",
+            "the integer 1",
+            "einsum.declaration.A[0]",
+            2,
+        ),
     ],
 )
 def test_structural_errors(text: str, fragment: str, key_path: str | None, line: int) -> None:
@@ -462,11 +508,14 @@ def test_no_einsum_names_what_was_found() -> None:
 
 
 def test_expression_errors_point_into_the_file() -> None:
-    text = "einsum:\n  declaration: {A: [M, K], B: [K], Z: [M]}\n  expressions:\n    - Z[m] = A[m, k] \u2217 B[k]\n"
+    text = (
+        "einsum:\n  declaration: {A: [M, K], B: [K], Z: [M]}\n  expressions:\n"
+        "    - Z[m] = A[m, k] \u2217 B[k]\n"
+    )
     err = spec_error(text)
     assert err.location is not None
     assert (err.location.line, err.location.column) == (4, 22)
-    assert text.splitlines()[3][err.location.column - 1] == "\u2217"
+    assert text.splitlines()[3][(err.location.column or 0) - 1] == "\u2217"
     assert "U+2217" in err.message and err.key_path == "einsum.expressions[0]"
 
 
@@ -474,6 +523,7 @@ def test_expression_errors_in_quoted_scalars_point_into_the_file() -> None:
     text = 'einsum:\n  declaration: {A: [M], Z: [M]}\n  expressions: ["Z[m] = A[m] - A[m]"]\n'
     err = spec_error(text)
     assert err.location is not None
+    assert err.location.column is not None
     assert text.splitlines()[2][err.location.column - 1] == "-"
 
 
@@ -506,38 +556,169 @@ MAPPED = DECL + "Z[m] = A[m, k] * B[k]\nmapping:\n"
 @pytest.mark.parametrize(
     ("mapping", "fragment", "key_path", "line"),
     [
-        ("  rank-order: {A: [M]}\n", "not an order of A's declared ranks", "mapping.rank-order.A", 6),
+        (
+            "  rank-order: {A: [M]}\n",
+            "not an order of A's declared ranks",
+            "mapping.rank-order.A",
+            6,
+        ),
         ("  rank-order: {Q: [M]}\n", "Q is not a declared tensor", "mapping.rank-order.Q", 6),
         ("  loop-order: {Z: [M, K, N]}\n", "N is not a final rank of Z", "mapping.loop-order.Z", 6),
         ("  loop-order: {Z: [M]}\n", "leaves out K", "mapping.loop-order.Z", 6),
-        ("  loop-order: {Y: [M, K]}\n", "Y is not the output of any einsum", "mapping.loop-order.Y", 6),
+        (
+            "  loop-order: {Y: [M, K]}\n",
+            "Y is not the output of any einsum",
+            "mapping.loop-order.Y",
+            6,
+        ),
         ("  loop-order: {Z: M, K}\n", "found the string 'M'", "mapping.loop-order.Z", 6),
         ("  loop-order: [Z]\n", "found a list", "mapping.loop-order", 6),
-        ("  partitioning: {Z: {Q: [uniform_shape(4)]}}\n", "rank Q is not a rank of", "mapping.partitioning.Z.Q", 6),
-        ("  partitioning: {Z: {M: uniform_shape(4)}}\n", "found the string", "mapping.partitioning.Z.M", 6),
-        ("  partitioning: {Z: {M: [uniformShape(4)]}}\n", "did you mean uniform_shape(SIZE)", "mapping.partitioning.Z.M[0]", 6),
-        ("  partitioning: {Z: {M: [uniform_shape(0)]}}\n", "must be positive", "mapping.partitioning.Z.M[0]", 6),
-        ("  partitioning: {Z: {M: [uniform_shape()]}}\n", "positive integer or a parameter", "mapping.partitioning.Z.M[0]", 6),
-        ("  partitioning: {Z: {M: [uniform_occupancy(4)]}}\n", "leader tensor", "mapping.partitioning.Z.M[0]", 6),
-        ("  partitioning: {Z: {M: [uniform_occupancy(Q.4)]}}\n", "leader Q is not a tensor", "mapping.partitioning.Z.M", 6),
-        ("  partitioning: {Z: {M: [flatten(M)]}}\n", "takes no arguments", "mapping.partitioning.Z.M[0]", 6),
-        ("  partitioning: {Z: {M: [flatten()]}}\n", "at least two ranks", "mapping.partitioning.Z.M", 6),
-        ("  partitioning: {Z: {'(M, K)': [uniform_shape(4)]}}\n", "only be applied to one rank", "mapping.partitioning.Z.(M, K)", 6),
-        ("  partitioning: {Z: {'(M, K)': [flatten(), uniform_shape(4)]}}\n", "flatten() combined", "mapping.partitioning.Z.(M, K)", 6),
-        ("  partitioning: {Z: {'(M)': [flatten()]}}\n", "not a rank or a tuple", "mapping.partitioning.Z.(M)", 6),
-        ("  partitioning: {Z: {'(M, K)': [flatten()], MK: [uniform_shape(4)]}}\n", "shape-based partitioning of MK", "mapping.partitioning.Z.MK", 6),
-        ("  partitioning: {Z: {K: [uniform_occupancy(A.4), nway_shape(2)]}}\n", "n-way partitioning after dynamic", "mapping.partitioning.Z.K", 6),
-        ("  partitioning: {Z: {K: [follow(M)]}}\n", "M has no partitioning of its own", "mapping.partitioning.Z.K", 6),
-        ("  partitioning: {Z: {K: [follow(K)]}}\n", "cannot follow itself", "mapping.partitioning.Z.K", 6),
-        ("  partitioning: {Z: {M: [uniform_shape(2)], '(M, K)': [flatten()]}}\n", "partitioned by both", "mapping.partitioning.Z.(M, K)", 6),
-        ("  partitioning: {Z: {M: [uniform_shape(2), uniform_shape(2)], '(M1, K)': [flatten()]}}\n", "multiple partitionings", "mapping.partitioning.Z.(M1, K)", 6),
-        ("  partitioning: {Y: {M: [uniform_shape(2)]}}\n", "Y is not the output of any einsum", "mapping.partitioning.Y", 6),
-        ("  spacetime: {Z: {space: [M], time: [Q]}}\n", "Q is not a final rank of Z", "mapping.spacetime.Z.time", 6),
-        ("  spacetime: {Z: {space: [M], time: [M, K]}}\n", "listed twice", "mapping.spacetime.Z.time", 6),
+        (
+            "  partitioning: {Z: {Q: [uniform_shape(4)]}}\n",
+            "rank Q is not a rank of",
+            "mapping.partitioning.Z.Q",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: uniform_shape(4)}}\n",
+            "found the string",
+            "mapping.partitioning.Z.M",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniformShape(4)]}}\n",
+            "did you mean uniform_shape(SIZE)",
+            "mapping.partitioning.Z.M[0]",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_shape(0)]}}\n",
+            "must be positive",
+            "mapping.partitioning.Z.M[0]",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_shape()]}}\n",
+            "positive integer or a parameter",
+            "mapping.partitioning.Z.M[0]",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_occupancy(4)]}}\n",
+            "leader tensor",
+            "mapping.partitioning.Z.M[0]",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_occupancy(Q.4)]}}\n",
+            "leader Q is not a tensor",
+            "mapping.partitioning.Z.M",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [flatten(M)]}}\n",
+            "takes no arguments",
+            "mapping.partitioning.Z.M[0]",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [flatten()]}}\n",
+            "at least two ranks",
+            "mapping.partitioning.Z.M",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {'(M, K)': [uniform_shape(4)]}}\n",
+            "only be applied to one rank",
+            "mapping.partitioning.Z.(M, K)",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {'(M, K)': [flatten(), uniform_shape(4)]}}\n",
+            "flatten() combined",
+            "mapping.partitioning.Z.(M, K)",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {'(M)': [flatten()]}}\n",
+            "not a rank or a tuple",
+            "mapping.partitioning.Z.(M)",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {'(M, K)': [flatten()], MK: [uniform_shape(4)]}}\n",
+            "shape-based partitioning of MK",
+            "mapping.partitioning.Z.MK",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {K: [uniform_occupancy(A.4), nway_shape(2)]}}\n",
+            "n-way partitioning after dynamic",
+            "mapping.partitioning.Z.K",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {K: [follow(M)]}}\n",
+            "M has no partitioning of its own",
+            "mapping.partitioning.Z.K",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {K: [follow(K)]}}\n",
+            "cannot follow itself",
+            "mapping.partitioning.Z.K",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_shape(2)], '(M, K)': [flatten()]}}\n",
+            "partitioned by both",
+            "mapping.partitioning.Z.(M, K)",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {M: [uniform_shape(2), uniform_shape(2)],"
+            " '(M1, K)': [flatten()]}}\n",
+            "multiple partitionings",
+            "mapping.partitioning.Z.(M1, K)",
+            6,
+        ),
+        (
+            "  partitioning: {Y: {M: [uniform_shape(2)]}}\n",
+            "Y is not the output of any einsum",
+            "mapping.partitioning.Y",
+            6,
+        ),
+        (
+            "  spacetime: {Z: {space: [M], time: [Q]}}\n",
+            "Q is not a final rank of Z",
+            "mapping.spacetime.Z.time",
+            6,
+        ),
+        (
+            "  spacetime: {Z: {space: [M], time: [M, K]}}\n",
+            "listed twice",
+            "mapping.spacetime.Z.time",
+            6,
+        ),
         ("  spacetime: {Z: {space: [M]}}\n", "no time list", "mapping.spacetime.Z.time", 6),
-        ("  spacetime: {Z: {space: M, time: [K]}}\n", "found the string 'M'", "mapping.spacetime.Z.space", 6),
-        ("  spacetime: {Z: {space: [M.cord], time: [K]}}\n", "not a spacetime rank", "mapping.spacetime.Z.space[0]", 6),
-        ("  spacetime: {Z: {space: [M], time: [K], opt: fast}}\n", "unknown spacetime optimization", "mapping.spacetime.Z.opt", 6),
+        (
+            "  spacetime: {Z: {space: M, time: [K]}}\n",
+            "found the string 'M'",
+            "mapping.spacetime.Z.space",
+            6,
+        ),
+        (
+            "  spacetime: {Z: {space: [M.cord], time: [K]}}\n",
+            "not a spacetime rank",
+            "mapping.spacetime.Z.space[0]",
+            6,
+        ),
+        (
+            "  spacetime: {Z: {space: [M], time: [K], opt: fast}}\n",
+            "unknown spacetime optimization",
+            "mapping.spacetime.Z.opt",
+            6,
+        ),
     ],
 )
 def test_mapping_errors(mapping: str, fragment: str, key_path: str, line: int) -> None:
@@ -608,7 +789,9 @@ def test_format_problems() -> None:
     assert err.key_path == "format.A.csr.M.cbits"
     err = spec_error(base + "      rank-order: [M, K]\n      M: {format: U, layout: zigzag}\n")
     assert "contiguous or interleaved" in str(err)
-    s = spec(base + "      rank-order: [M, K]\n      N: {format: U}\n      K: {format: C, cbit: 3}\n")
+    s = spec(
+        base + "      rank-order: [M, K]\n      N: {format: U}\n      K: {format: C, cbit: 3}\n"
+    )
     paths = {w.key_path for w in s.warnings}
     assert paths == {"format.A.csr.N", "format.A.csr.K.cbit"}
     s = spec(SPMV_WORK_ORIENTED + "format:\n  Q:\n    x:\n      rank-order: []\n")
@@ -620,7 +803,9 @@ def test_architecture_and_binding_structure_errors() -> None:
     assert "unnamed level" in err.message and err.key_path == "architecture.C0[0].name"
     err = spec_error(SPMV_WORK_ORIENTED + "architecture:\n  C0:\n  - name: PE[0..x]\n")
     assert "not a level name" in err.message
-    err = spec_error(SPMV_WORK_ORIENTED + "architecture:\n  C0:\n  - name: S\n    local:\n    - name: M\n")
+    err = spec_error(
+        SPMV_WORK_ORIENTED + "architecture:\n  C0:\n  - name: S\n    local:\n    - name: M\n"
+    )
     assert "component without class" in err.message
     err = spec_error(SPMV_WORK_ORIENTED + "architecture: [1]\n")
     assert err.key_path == "architecture"
@@ -630,3 +815,23 @@ def test_architecture_and_binding_structure_errors() -> None:
     assert "config without prefix" in err.message
     err = spec_error(SPMV_WORK_ORIENTED + "bindings:\n  Z:\n  - op: add\n")
     assert "neither a config nor a component" in err.message
+
+
+def test_format_rank_order_may_use_partitioned_names_but_not_unknown_ones() -> None:
+    s = spec(
+        SPMV_THREAD_MAPPED
+        + "  B:\n    tiled:\n      rank-order: [K]\n      K: {format: U}\n"
+        + "  Z:\n    tiled:\n      rank-order: [M2, M1, M0]\n      M0: {format: U}\n"
+    )
+    assert s.warnings == ()
+    s = spec(SPMV_THREAD_MAPPED + "  Z:\n    bad:\n      rank-order: [M7]\n")
+    (w,) = s.warnings
+    assert w.key_path == "format.Z.bad.rank-order" and "M7" in w.message
+
+
+def test_einsum_in_a_folded_block_scalar() -> None:
+    s = spec(
+        "einsum:\n  declaration: {A: [M, K], B: [K], Z: [M]}\n  expressions:\n"
+        "    - >\n      Z[m] =\n      A[m, k] * B[k]\n"
+    )
+    assert s.einsums[0].text == "Z[m] = A[m, k] * B[k]"
