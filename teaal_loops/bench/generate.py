@@ -114,17 +114,27 @@ def longrows(
     rest = max(0, nnz - per_long * long_rows)
     counts = xp.minimum(rs.poisson(rest / max(rows - long_rows, 1), rows), rows).astype(xp.int64)
     chosen = rs.permutation(rows)[:long_rows]
-    counts[chosen] = per_long
-    return _scatter_rows(xp, rs, counts, rows, dtype)
+    counts[chosen] = 0
+    # Long rows take distinct columns (a random sample without replacement), so each holds
+    # exactly per_long nonzeros and the fraction holds after duplicates are merged.
+    long_keys = [int(r) * rows + rs.permutation(rows)[:per_long].astype(xp.int64)
+                 for r in chosen.tolist()]
+    return _scatter_rows(xp, rs, counts, rows, dtype, extra_keys=long_keys)
 
 
-def _scatter_rows(xp: Any, rs: Any, counts: Any, rows: int, dtype: Any) -> Csr:
+def _scatter_rows(
+    xp: Any, rs: Any, counts: Any, rows: int, dtype: Any, extra_keys: list[Any] | None = None
+) -> Csr:
+    """Random columns (with replacement, merged) for ``counts`` entries a row, plus the keys
+    ``row * rows + col`` of ``extra_keys``; square."""
     indptr = _indptr_from_counts(xp, counts)
     total = int(indptr[-1])
     row = _row_of_each_entry(xp, indptr, total)
     cols = rs.randint(0, rows, size=total, dtype=xp.int64)
     keys = row * rows + cols
     del row, cols
+    if extra_keys:
+        keys = xp.concatenate([keys, *extra_keys])
     return _from_keys(xp, rs, keys, rows, rows, dtype)
 
 

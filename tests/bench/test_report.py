@@ -1,0 +1,92 @@
+"""Best / auto / targets, markdown and the plot, from a hand-made results document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from teaal_loops.bench import markdown, plot, summarize
+from teaal_loops.bench.results import case_best_and_auto, geomean
+from teaal_loops.cli import main
+from tests.bench.fake_results import case, document, result
+
+
+def test_best_is_the_fastest_valid_variant_and_auto_is_compared_to_it() -> None:
+    doc = document()
+    tiny = doc["cases"][0]
+    # merge_path has the lowest device time but failed validation: it cannot be best
+    assert tiny["best"]["label"] == "group_mapped[BLOCK_SIZE=4]"
+    assert tiny["best"]["speedup_called"] == pytest.approx(0.065 / 0.009)
+    assert tiny["best"]["speedup_kernel"] == pytest.approx(0.006 / 0.003)
+    assert tiny["auto"]["over_best"] == pytest.approx(1.0)
+    slow = doc["cases"][1]
+    assert slow["best"]["label"] == "merge_path"
+    assert slow["auto"]["over_best"] == pytest.approx(0.030 / 0.025)
+    assert slow["auto"]["rule"] == "R6"
+
+
+def test_capped_and_failed_variants_are_never_best() -> None:
+    capped = result("thread_mapped", 0.001, 0.001)
+    capped["capped"] = True
+    failed = {"label": "group_mapped", "error": "boom"}
+    c = case("m", "corpus", 0.05, 0.01, [capped, failed, result("merge_path", 0.02, 0.02)])
+    assert case_best_and_auto(c)["best"]["label"] == "merge_path"
+    assert case_best_and_auto(case("n", "corpus", 0.05, 0.01, [failed]))["best"] is None
+
+
+def test_targets_report_misses_with_their_margins() -> None:
+    s = summarize(document())
+    t = s["targets"]
+    assert t["corpus_2x"]["met"] is False
+    assert [m["matrix"] for m in t["corpus_2x"]["misses"]] == ["slow"]
+    assert t["corpus_2x"]["misses"][0]["speedup_called"] == pytest.approx(0.040 / 0.028)
+    assert t["large_parity"]["met"] is False  # banded's best is slower than cuSPARSE
+    assert [m["matrix"] for m in t["large_parity"]["misses"]] == ["banded"]
+    assert t["banded_copy_80"]["met"] is True  # 2900 of 3000 GB/s
+    assert t["auto_within_10pct"]["passed"] == 3 and t["auto_within_10pct"]["of"] == 4
+    assert t["auto_within_10pct"]["met"] is False
+    assert any(r["label"] == "merge_path" for r in s["invalid_results"])
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+
+
+def test_markdown_names_the_gpu_the_command_and_every_matrix() -> None:
+    text = markdown(document(), plot_name="plot.png")
+    assert "NVIDIA H100 80GB HBM3" in text
+    assert "`teaal-loops bench --suite corpus --suite large`" in text
+    assert "2026-11-20" in text
+    assert "![speedup and bandwidth](plot.png)" in text
+    for name in ("tiny", "slow", "banded", "rmat-s23"):
+        assert f"| {name} |" in text
+    assert "MISSED" in text and "miss slow 1.43x" in text
+    header = next(line for line in text.splitlines() if line.startswith("| matrix | dtype"))
+    separator = text.splitlines()[text.splitlines().index(header) + 1]
+    assert header.count("|") == separator.count("|")
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    out = plot(document(), tmp_path / "sub" / "p.png")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_cli_regenerates_reports_from_json_without_a_gpu(tmp_path: Path) -> None:
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(document()))
+    md, png = tmp_path / "r.md", tmp_path / "r.png"
+    assert main(["bench", "--report", str(results), "--markdown", str(md), "--plot", str(png)]) == 0
+    assert "![speedup and bandwidth](r.png)" in md.read_text()
+    assert png.stat().st_size > 0
+
+
+def test_cli_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                               ) -> None:
+    assert main(["bench", "--suite", "large", "--large-scale", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "large-scale" in err and "Traceback" not in err
+    assert main(["bench", "--sweep", "BLOCK_SIZE=x", "--report", "/nonexistent.json"]) == 2
