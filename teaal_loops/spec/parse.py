@@ -404,9 +404,19 @@ def _parse_partitioning(entry: YEntry, ctx: Context) -> list[RankPartitioning]:
     out: list[RankPartitioning] = []
     if m is None:
         return out
+    seen: dict[tuple[str, ...], YEntry] = {}
     for r in m.entries:
         path = f"{base}.{r.key}"
         ranks = _parse_rank_key(r, ctx, path)
+        if ranks in seen:
+            ctx.fail(
+                f"{r.key!r} names the same ranks as {seen[ranks].key!r} "
+                f"(line {seen[ranks].key_location.line})",
+                r,
+                path,
+                expected="each rank or rank tuple once",
+            )
+        seen[ranks] = r
         fns: list[PartitionFn] = []
         if not (isinstance(r.value, YScalar) and r.value.value is None):
             seq = ctx.want_list(
@@ -425,6 +435,8 @@ def _parse_rank_key(entry: YEntry, ctx: Context, path: str) -> tuple[str, ...]:
     m = _RANKS_RE.match(key)
     if m:
         names = (m.group(1), *(n.strip() for n in m.group(2).split(",")[1:]))
+        if len(set(names)) != len(names):
+            ctx.fail(f"{entry.key!r} repeats a rank", entry, path, "distinct ranks")
         return tuple(names)
     ctx.fail(
         f"{entry.key!r} is not a rank or a tuple of ranks",

@@ -33,7 +33,10 @@ _INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
 _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
 _TAG = "tag:yaml.org,2002:"
+_PROPERTIES = re.compile(r"^(?:[&!]\S*\s+)+")
 _MAX_DEPTH = 200
+# Aliases can make a small file expand exponentially ("billion laughs"); refuse beyond this.
+_MAX_EXPANDED_NODES = 200_000
 
 
 @dataclass(frozen=True)
@@ -56,21 +59,22 @@ class YScalar:
         raw = self.source_text[start:end]
         if not raw or offset < 0 or offset > len(self.text):
             return self.location
-        # Walk the raw text and the value together: every value character appears, in order,
-        # in the raw text (indentation, quotes and folding only add characters).
-        raw_i = 0
-        for value_i, ch in enumerate(self.text + "\0"):
-            if value_i == offset:
-                if raw_i >= len(raw):
-                    break
-                return _location_at(self.location.file, self.source_text, start + raw_i)
-            if ch == "\0":
-                break
+        # Every character of the value appears, in order, in the raw text (quotes,
+        # indentation and line folding only add characters), so walk both together. An
+        # anchor or tag before the value (``&e !!str Z[m] = ...``) is skipped first.
+        prefix = _PROPERTIES.match(raw)
+        raw_i = prefix.end() if prefix else 0
+        for ch in self.text[:offset]:
             found = raw.find(ch, raw_i)
-            if found < 0:
-                break
+            if found < 0:  # an escape sequence: the value no longer lines up with the text
+                return self.location
             raw_i = found + 1
-        return self.location
+        if offset < len(self.text):
+            found = raw.find(self.text[offset], raw_i)
+            if found < 0:
+                return self.location
+            raw_i = found
+        return _location_at(self.location.file, self.source_text, start + min(raw_i, len(raw)))
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,14 @@ def load_yaml(text: str, source: str | None) -> YNode | None:
         raise SpecError("YAML nesting is too deep", location=Location(source)) from None
     if root is None:
         return None
-    return _Converter(text, source).convert(root, 0)
+    converter = _Converter(text, source)
+    result = converter.convert(root, 0)
+    if converter.expanded_size(root) > _MAX_EXPANDED_NODES:
+        raise SpecError(
+            f"YAML aliases expand to more than {_MAX_EXPANDED_NODES} values",
+            location=_mark_location(source, root.start_mark),
+        )
+    return result
 
 
 class _Converter:
@@ -183,6 +194,22 @@ class _Converter:
         # Aliases make the node tree a DAG; cache by identity and refuse cycles.
         self.done: dict[int, YNode] = {}
         self.active: set[int] = set()
+
+    def expanded_size(self, node: Node) -> int:
+        """How many values ``node`` stands for once every alias is expanded."""
+        sizes: dict[int, int] = {}
+
+        def size(n: Node) -> int:
+            if id(n) not in sizes:
+                if isinstance(n, SequenceNode):
+                    sizes[id(n)] = 1 + sum(size(c) for c in n.value)
+                elif isinstance(n, MappingNode):
+                    sizes[id(n)] = 1 + sum(size(k) + size(v) for k, v in n.value)
+                else:
+                    sizes[id(n)] = 1
+            return sizes[id(n)]
+
+        return size(node)
 
     def loc(self, node: Node) -> Location:
         return _mark_location(self.source, node.start_mark)

@@ -683,6 +683,18 @@ MAPPED = DECL + "Z[m] = A[m, k] * B[k]\nmapping:\n"
             6,
         ),
         (
+            "  partitioning: {Z: {'(M, K)': [flatten()], '(M,K)': []}}\n",
+            "names the same ranks as '(M, K)'",
+            "mapping.partitioning.Z.(M,K)",
+            6,
+        ),
+        (
+            "  partitioning: {Z: {'(M, M)': [flatten()]}}\n",
+            "repeats a rank",
+            "mapping.partitioning.Z.(M, M)",
+            6,
+        ),
+        (
             "  partitioning: {Y: {M: [uniform_shape(2)]}}\n",
             "Y is not the output of any einsum",
             "mapping.partitioning.Y",

@@ -144,3 +144,32 @@ def test_describe_names_node_kinds() -> None:
         "f": "the boolean 'true'",
         "g": "an empty value",
     }
+
+
+def test_location_of_skips_anchors_and_tags() -> None:
+    root = load("a: &Z !!str Z[m] = A[m]\n")
+    assert isinstance(root, YMap)
+    a = root.get("a")
+    assert a is not None and isinstance(a.value, YScalar)
+    assert a.value.value == "Z[m] = A[m]"
+    assert a.value.location_of(0) == Location("f.yaml", 1, 13)
+    assert a.value.location_of(7) == Location("f.yaml", 1, 20)
+
+
+def test_alias_bombs_are_refused() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 8):
+        prev = f"*a{i - 1}"
+        lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
+    with pytest.raises(SpecError) as info:
+        load("\n".join(lines) + "\n")
+    assert "expand" in info.value.message
+
+
+def test_location_at_the_end_of_a_scalar() -> None:
+    root = load("a: Z[m] = \n")
+    assert isinstance(root, YMap)
+    a = root.get("a")
+    assert a is not None and isinstance(a.value, YScalar)
+    assert a.value.text == "Z[m] ="
+    assert a.value.location_of(6) == Location("f.yaml", 1, 10)
