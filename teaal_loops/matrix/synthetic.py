@@ -466,16 +466,17 @@ def _rmat_keys(
     a, b, c, _ = probabilities
     # Quadrant by one uint16 draw u: u < A top-left, < AB top-right, < ABC bottom-left, else
     # bottom-right. Thresholds are quantised to 1/65536, far below R-MAT's own noise.
-    t_a, t_ab, t_abc = (min(65536, round(p * 65536)) for p in (a, a + b, a + b + c))
+    t_a, t_ab, t_abc = (round(p * 65536) for p in (a, a + b, a + b + c))
     keys = np.empty(count, dtype=np.int64)
     for lo in range(0, count, CHUNK_ENTRIES):
         n = min(CHUNK_ENTRIES, count - lo)
-        row = np.zeros(n, dtype=np.int64)
-        col = np.zeros(n, dtype=np.int64)
+        row = np.zeros(n, dtype=np.uint32 if scale <= 32 else np.uint64)
+        col = np.zeros_like(row)
         for _ in range(scale):
-            u = rng.integers(0, 65536, n, dtype=np.uint16).astype(np.int32)
-            row_bit = u >= t_ab
-            col_bit = ((u >= t_a) & ~row_bit) | (u >= t_abc)
+            u = rng.integers(0, 65536, n, dtype=np.uint16)
+            row_bit = _at_least(u, t_ab)
+            # top-right [A, AB) and bottom-right [ABC, 1) set the column bit
+            col_bit = _at_least(u, t_a) ^ row_bit ^ _at_least(u, t_abc)
             row <<= 1
             row |= row_bit
             col <<= 1
@@ -483,5 +484,14 @@ def _rmat_keys(
         if permutation is not None:
             row = permutation[row]
             col = permutation[col]
-        keys[lo : lo + n] = (row << scale) | col
+        keys[lo : lo + n] = (row.astype(np.int64) << scale) | col
     return keys
+
+
+def _at_least(u: np.ndarray, threshold: int) -> np.ndarray:
+    """``u >= threshold`` for uint16 draws, with thresholds 0 and 65536 meaning always / never."""
+    if threshold <= 0:
+        return np.ones(len(u), dtype=bool)
+    if threshold > 65535:
+        return np.zeros(len(u), dtype=bool)
+    return u >= np.uint16(threshold)

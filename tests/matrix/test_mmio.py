@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.matrix import read_matrix_market
+from teaal_loops.matrix import mmio, read_matrix_market
+
+
+@pytest.fixture(autouse=True, params=["scipy-tier", "numpy-tier"])
+def reader_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run every test with SciPy's C++ reader enabled and with it disabled (NumPy tier)."""
+    if request.param == "numpy-tier":
+        monkeypatch.setattr(mmio, "_HAVE_FAST_READER", False)
+    return str(request.param)
 
 
 def _write(tmp_path: Path, text: str, name: str = "m.mtx", compress: bool = False) -> Path:
@@ -139,6 +147,11 @@ HEADER = "%%MatrixMarket matrix coordinate real general\n% c\n3 3 3\n"
         (HEADER + "1 1 1\n2.5 2 2\n3 3 3\n", 5, "row index 2.5 is not an integer"),
         ("%%MatrixMarket matrix coordinate integer general\n1 1 1\n1 1 0.5\n", 3, "not an integer"),
         (HEADER + "1 1 1\n2 2 1-2\n3 3 3\n", 5, "not a valid number"),
+        (HEADER + "1 1 1\n2 2 0x10\n3 3 3\n", 5, "not a valid number"),
+        (HEADER + "1 1 1\n2 2 2\n3 3 1.5x\n", 6, "not a valid number"),
+        (HEADER + "1 1 1\n2 2 1e\n3 3 3\n", 5, "not a valid number"),
+        ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1 5\n2 2\n", 3, "found 3"),
+        ("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 1\n2 2 -\n", 4, "number"),
     ],
 )
 def test_broken_files_name_the_file_and_line(
@@ -177,6 +190,21 @@ def test_truncated_gzip_names_the_line_where_the_text_stops(tmp_path: Path) -> N
     assert "gzip" in err.value.message
     assert err.value.location is not None
     assert err.value.location.line == partial.count(b"\n") + 1
+
+
+def test_values_the_fast_tiers_do_not_take_still_read_correctly(tmp_path: Path) -> None:
+    text = HEADER + "1 1 nan\n2 2 -inf\n3 3 +.5e-1\n"
+    dense = _dense(_write(tmp_path, text))
+    assert np.isnan(dense[0, 0]) and dense[1, 1] == -np.inf and dense[2, 2] == 0.05
+
+
+def test_plain_number_scan_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mmio, "_SCAN_CHUNK", 7)
+    good = b"12 34 -5e+6 .5\n7 8 9.25 10\n" * 5
+    assert mmio._plain_token_count(good, allow_fraction=True) == len(good.split())
+    assert mmio._plain_token_count(good, allow_fraction=False) is None
+    for bad in (b"1 2 3 4 5 6 7-8", b"1 2 3 4 5 6 7 8e", b"1 2 3 4 5 6 x"):
+        assert mmio._plain_token_count(bad, allow_fraction=True) is None
 
 
 def test_missing_file_is_a_matrix_error(tmp_path: Path) -> None:
