@@ -1,0 +1,46 @@
+"""Running generated kernels on the GPU through CuPy (imported lazily, only when a kernel runs).
+
+    kernel = teaal_loops.compile("specs/merge_path.yaml", dtype="float32", params={...})
+    y = kernel(A, x)                 # A: scipy.sparse, cupyx.scipy.sparse, NumPy or CuPy
+    owner = kernel.trace(A, x)       # owning thread of every nonzero (trace build)
+    prepared = kernel.prepare(A)     # upload + validate once; kernel(prepared, x) reuses it
+    kernel.launch(prepared, x_dev, y_dev)   # raw launch for timing (caller zeroes y if needed)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from teaal_loops.runtime.backend import cupy_module, device_info, gpu_available
+from teaal_loops.runtime.kernel import Kernel, PreparedMatrix
+
+
+def compile(  # noqa: A001 - the public name the API promises: teaal_loops.compile
+    spec: Any,
+    *,
+    layout: str | None = "csr",
+    dtype: object = "float32",
+    params: Mapping[str, int] | None = None,
+) -> Kernel:
+    """A :class:`Kernel` for ``spec``: a path to a spec YAML, a parsed Spec, or a Schedule.
+
+    Nothing touches the GPU until the kernel is called; unknown layouts, dtypes and
+    parameters fail here.
+    """
+    from teaal_loops.ir.model import Schedule
+
+    if isinstance(spec, Schedule):
+        return Kernel(spec, dtype=dtype, layout=layout, params=params)
+    from teaal_loops.ir import lower
+
+    if isinstance(spec, (str, Path)):
+        from teaal_loops.spec import load_spec
+
+        spec = load_spec(str(spec))
+    schedule = lower(spec, params=dict(params or {}), layout=layout)
+    return Kernel(schedule, dtype=dtype, layout=layout)
+
+
+__all__ = ["Kernel", "PreparedMatrix", "compile", "cupy_module", "device_info", "gpu_available"]

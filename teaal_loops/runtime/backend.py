@@ -1,0 +1,120 @@
+"""CuPy access: lazy import, device properties, and compiled-module caching.
+
+CuPy is imported only when a kernel runs, so ``generate`` and every CPU path work without it.
+Compiled modules are cached in memory (by the SHA-256 of source and options) and on disk by
+CuPy itself: ``cupy.RawModule`` compiles through NVRTC with ``compile_with_cache``, which keys
+its cubin files (under ``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``) by the source, the
+options, the architecture and the NVRTC version, so a second process compiles nothing
+(``tests/gpu/test_runtime.py::test_second_process_compiles_nothing`` checks it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Any
+
+from teaal_loops.errors import DeviceError
+from teaal_loops.ir.model import DeviceInfo
+
+INSTALL_HINT = "pip install teaal-loops[cuda13]; [cuda12] for CUDA 12"
+COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)
+TRACE_OPTION = "-DTEAAL_TRACE=1"
+
+_modules: dict[str, Any] = {}
+
+
+def cupy_module() -> Any:
+    """The ``cupy`` module with a usable device, or a one-line :class:`DeviceError`."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+        raise DeviceError(
+            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); "
+            f"CuPy is not importable: {_first_line(exc)}"
+        ) from None
+    _check_device(cupy)
+    return cupy
+
+
+@functools.lru_cache(maxsize=1)
+def _device_count(cupy: Any) -> int:
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:
+        raise DeviceError(
+            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); "
+            f"no CUDA device is usable: {_first_line(exc)}"
+        ) from None
+
+
+def _check_device(cupy: Any) -> None:
+    if _device_count(cupy) < 1:
+        raise DeviceError(
+            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); no CUDA device found"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees a device (for tests and CLI messages)."""
+    try:
+        cupy_module()
+    except DeviceError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def device_info(device_id: int | None = None) -> DeviceInfo:
+    """The current device's properties as the IR's :class:`DeviceInfo` (for ``bind``)."""
+    cupy = cupy_module()
+    dev = cupy.cuda.Device(device_id) if device_id is not None else cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"]
+    if isinstance(name, bytes):
+        name = name.decode()
+    return DeviceInfo(
+        name=str(name),
+        sm_count=int(props["multiProcessorCount"]),
+        max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
+        l2_bytes=int(props["l2CacheSize"]),
+    )
+
+
+def compute_capability() -> str:
+    cupy = cupy_module()
+    return str(cupy.cuda.Device().compute_capability)
+
+
+def source_key(source: str, options: tuple[str, ...]) -> str:
+    """SHA-256 of the source, the options and the device architecture."""
+    h = hashlib.sha256()
+    h.update(source.encode())
+    h.update(b"\0".join(o.encode() for o in options))
+    h.update(compute_capability().encode())
+    return h.hexdigest()
+
+
+def get_function(source: str, name: str, *, trace: bool = False) -> Any:
+    """The compiled ``extern "C"`` kernel ``name`` of ``source`` (cached in memory and on disk)."""
+    cupy = cupy_module()
+    options = COMPILE_OPTIONS + ((TRACE_OPTION,) if trace else ())
+    key = source_key(source, options)
+    module = _modules.get(key)
+    if module is None:
+        module = cupy.RawModule(code=source, options=options, backend="nvrtc")
+        _modules[key] = module
+    # A compile error here is a bug in a template, not a user error: let it surface in full.
+    return module.get_function(name)
+
+
+def free_device_bytes() -> int:
+    """Bytes the next allocations can use: free device memory plus CuPy's pooled free blocks."""
+    cupy = cupy_module()
+    free, _total = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())

@@ -1,0 +1,247 @@
+"""A compiled SpMV kernel for one schedule, layout and dtype, and its lean launch path.
+
+``Kernel(schedule, dtype=...)`` renders and compiles lazily (one module per index width and
+trace flag, cached by source hash). ``prepare(A)`` uploads and validates the matrix once and
+precomputes every launch argument; ``launch(prepared, x, y)`` is then a single kernel launch
+with no host synchronisation, which is what benchmarks time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtype
+from teaal_loops.codegen.render import render
+from teaal_loops.errors import ParameterError
+from teaal_loops.ir.model import BoundSchedule, Combine, MatrixShape, Schedule, ScheduleKind
+from teaal_loops.runtime import backend
+from teaal_loops.runtime.layouts import DeviceMatrix, converter, to_device_vector
+
+_SCALAR_DTYPES = {"index_t": np.int32, "offset_t": None, "int": np.int32}
+_LIMITS = {32: 2**31 - 1, 64: 2**63 - 1}
+
+
+@dataclass
+class PreparedMatrix:
+    """A matrix on the device plus everything one launch of one kernel needs."""
+
+    matrix: DeviceMatrix
+    bound: BoundSchedule
+    config: KernelConfig
+    source: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    leading_args: tuple[Any, ...]  # layout + schedule arguments, in signature order
+    no_owner: Any  # a one-element int32 array standing in for the unused owner pointer
+    _functions: dict[bool, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> MatrixShape:
+        return self.matrix.shape
+
+    @property
+    def accumulates(self) -> bool:
+        """True when the kernel adds into y (ATOMIC): y must be zero before every launch."""
+        return self.bound.schedule.combine is Combine.ATOMIC
+
+
+def tiling_arguments(bound: BoundSchedule) -> dict[str, int]:
+    """S_j, E_j and the worker count of a row-tiled schedule, by kernel argument name."""
+    from teaal_loops.ir.bind import tile_extents
+
+    sizes = tuple(bound.sizes)
+    n = len(sizes)
+    extents = tile_extents(list(sizes), bound.matrix.rows)
+    args = {f"S{n - i}": s for i, s in enumerate(sizes)}
+    args.update({f"E{n - i}": e for i, e in enumerate(extents)})
+    args["workers"] = bound.workers
+    return args
+
+
+def schedule_arguments(bound: BoundSchedule) -> dict[str, int]:
+    kind = bound.kind
+    if kind in (ScheduleKind.THREAD_MAPPED, ScheduleKind.GROUP_MAPPED):
+        return tiling_arguments(bound)
+    name = "work_per_thread" if kind is ScheduleKind.WORK_ORIENTED else "items_per_thread"
+    return {name: bound.work_per_thread, "workers": bound.workers}
+
+
+def check_offsets_fit(bound: BoundSchedule, args: Mapping[str, int]) -> None:
+    """Every offset-typed value the kernel computes must fit the compiled offset width.
+
+    Row-tiled kernels form row numbers as sums of ``d_j * S_j`` that stay below
+    ``rows + sum(S_j)``; a parameter so large that this overflows is refused rather than
+    silently wrapped. (Work-oriented and merge-path kernels never form a value past nnz or
+    rows + nnz, which the index width already covers.)
+    """
+    limit = _LIMITS[bound.index_bits]
+    sizes = [int(v) for k, v in args.items() if k.startswith("S")]
+    too_big = [k for k, v in args.items() if int(v) > limit]
+    if too_big or bound.matrix.rows + sum(sizes) > limit:
+        raise ParameterError(
+            f"sizes {dict(args)} are too large for {bound.index_bits}-bit offsets on a matrix "
+            f"with {bound.matrix.rows} rows: use smaller parameters"
+        )
+
+
+class Kernel:
+    """An SpMV kernel generated from one schedule (see :func:`teaal_loops.runtime.compile`)."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        *,
+        dtype: object = "float32",
+        layout: str | None = None,
+        params: Mapping[str, int] | None = None,
+    ) -> None:
+        self.schedule = schedule
+        self.dtype = np.dtype(normalize_dtype(dtype))
+        self.layout = (layout or schedule.layout).lower()
+        self.params = dict(params or {})
+        # validates the layout and the structure now, before any matrix is seen
+        self._nominal = make_config(
+            schedule, dtype=self.dtype.name, layout=self.layout, bound=self._bind_nominal()
+        )
+
+    # -- binding and source ---------------------------------------------------------------
+    def _bind_nominal(self) -> BoundSchedule:
+        """Structural defaults (e.g. the group size) resolved without a matrix."""
+        from teaal_loops.ir import bind
+        from teaal_loops.ir.model import DeviceInfo
+
+        nominal = MatrixShape(rows=1, cols=1, nnz=1)
+        return bind(self.schedule, nominal, DeviceInfo.h100(), self.params)
+
+    @property
+    def kind(self) -> ScheduleKind:
+        return self.schedule.kind
+
+    @property
+    def accumulates(self) -> bool:
+        return self.schedule.combine is Combine.ATOMIC
+
+    @property
+    def source(self) -> str:
+        """CUDA source of the 32-bit-offset kernel (the trace build adds -DTEAAL_TRACE=1)."""
+        return render(self._nominal)
+
+    def bind(self, shape: MatrixShape) -> BoundSchedule:
+        from teaal_loops.ir import bind
+
+        return bind(self.schedule, shape, backend.device_info(), self.params)
+
+    # -- preparing a matrix ---------------------------------------------------------------
+    def prepare(self, A: Any) -> PreparedMatrix:
+        """Upload and validate ``A`` once; the result is reused by every call and launch.
+
+        Passing a :class:`PreparedMatrix` back returns it unchanged.
+        """
+        if isinstance(A, PreparedMatrix):
+            return A
+        cupy = backend.cupy_module()
+        matrix: DeviceMatrix = converter(self.layout)(A, self.dtype)
+        bound = self.bind(matrix.shape)
+        if bound.index_bits != matrix.index_bits:  # bind and the converter agree on the rule
+            matrix = converter(self.layout)(A, self.dtype, bound.index_bits)
+        cfg = make_config(self.schedule, dtype=self.dtype.name, layout=self.layout, bound=bound)
+        sched_args = schedule_arguments(bound)
+        check_offsets_fit(bound, sched_args)
+        values: dict[str, Any] = dict(matrix.arrays)
+        values.update(rows=matrix.shape.rows, cols=matrix.shape.cols, nnz=matrix.shape.nnz)
+        values.update(sched_args)
+        offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
+        leading = []
+        for p in cfg.kernel_params():
+            if p.name in ("x", "y", "owner"):
+                continue
+            value = values[p.name]
+            if p.is_pointer:
+                leading.append(value)
+            else:
+                scalar = _SCALAR_DTYPES[p.scalar_type] or offset_dtype
+                leading.append(scalar(value))
+        launch = bound.launch
+        if launch.threads_per_block != cfg.threads_per_block:
+            raise AssertionError(  # bind and codegen disagree: a bug, not a user error
+                f"bind chose {launch.threads_per_block} threads a block, the kernel was "
+                f"compiled for {cfg.threads_per_block}"
+            )
+        return PreparedMatrix(
+            matrix=matrix,
+            bound=bound,
+            config=cfg,
+            source=render(cfg),
+            grid=(max(launch.blocks, 0), 1, 1),
+            block=(launch.threads_per_block, 1, 1),
+            leading_args=tuple(leading),
+            no_owner=cupy.zeros(1, dtype=np.int32),
+        )
+
+    # -- launching ------------------------------------------------------------------------
+    def function(self, prepared: PreparedMatrix, *, trace: bool = False) -> Any:
+        fn = prepared._functions.get(trace)
+        if fn is None:
+            fn = backend.get_function(prepared.source, prepared.config.kernel_name, trace=trace)
+            prepared._functions[trace] = fn
+        return fn
+
+    def launch(self, prepared: PreparedMatrix, x: Any, y: Any, owner: Any = None) -> None:
+        """One raw launch: no checks, no zeroing, no synchronisation (for benchmarks).
+
+        ``x`` and ``y`` must be contiguous CuPy vectors of the kernel's dtype; for accumulating
+        schedules the caller zeroes ``y`` first (see :meth:`zero_output`).
+        """
+        if prepared.grid[0] == 0:
+            return
+        fn = self.function(prepared, trace=owner is not None)
+        args = prepared.leading_args + (x, y, owner if owner is not None else prepared.no_owner)
+        fn(prepared.grid, prepared.block, args)
+
+    def new_output(self, prepared: PreparedMatrix) -> Any:
+        """An output vector ready for one launch: zeroed where the schedule accumulates."""
+        cupy = backend.cupy_module()
+        rows = prepared.shape.rows
+        if prepared.accumulates:
+            return cupy.zeros(rows, dtype=self.dtype)
+        return cupy.empty(rows, dtype=self.dtype)
+
+    def zero_output(self, prepared: PreparedMatrix, y: Any) -> None:
+        """Re-zero ``y`` before a repeated launch of an accumulating schedule (else a no-op)."""
+        if prepared.accumulates:
+            y.fill(0)
+
+    def vector(self, prepared: PreparedMatrix, x: Any) -> Any:
+        return to_device_vector(x, self.dtype, prepared.shape.cols)
+
+    def __call__(self, A: Any, x: Any, *, out: Any = None) -> Any:
+        """``y = A @ x`` on the GPU; returns a CuPy array (``A`` may be a PreparedMatrix)."""
+        prepared = self.prepare(A)
+        xd = self.vector(prepared, x)
+        if out is None:
+            y = self.new_output(prepared)
+        else:
+            y = out
+            self.zero_output(prepared, y)
+        self.launch(prepared, xd, y)
+        return y
+
+    def trace(self, A: Any, x: Any) -> Any:
+        """The owning global thread id of every atom (CuPy int32, CSR order; -1 = none)."""
+        cupy = backend.cupy_module()
+        prepared = self.prepare(A)
+        xd = self.vector(prepared, x)
+        y = self.new_output(prepared)
+        owner = cupy.full(prepared.shape.nnz, -1, dtype=np.int32)
+        self.launch(prepared, xd, y, owner)
+        return owner
+
+    def __repr__(self) -> str:
+        return (
+            f"Kernel({self.schedule.spec_name}: {self.kind.value}, layout={self.layout}, "
+            f"dtype={self.dtype.name})"
+        )

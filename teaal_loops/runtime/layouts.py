@@ -1,0 +1,212 @@
+"""Matrices on the device in a layout's kernel-argument form (the Python side of a layout).
+
+Each layout of :data:`teaal_loops.codegen.registry.LAYOUTS` has a converter here that returns
+its device arrays and scalars by the names the registry declares. Host inputs (SciPy, NumPy)
+are validated on the host before upload; device inputs (cupyx.scipy.sparse, CuPy) are
+validated on the GPU with a few reductions and a single host synchronisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from teaal_loops.errors import DeviceError, LayoutError, MatrixError
+from teaal_loops.ir.model import MatrixShape
+from teaal_loops.runtime.backend import cupy_module, free_device_bytes
+
+
+@dataclass
+class DeviceMatrix:
+    """A matrix resident on the GPU: layout arguments by name, plus its shape."""
+
+    layout: str
+    shape: MatrixShape
+    arrays: dict[str, Any]  # name -> cupy array (registry names: indptr, indices, values)
+    dtype: np.dtype[Any]
+    index_bits: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+
+def is_device_object(obj: Any) -> bool:
+    """True for CuPy arrays and cupyx.scipy.sparse matrices (without importing CuPy)."""
+    module = type(obj).__module__ or ""
+    return module.startswith("cupy") or module.startswith("cupyx")
+
+
+def csr_bytes(rows: int, nnz: int, value_bytes: int, index_bits: int) -> int:
+    return (rows + 1) * (index_bits // 8) + nnz * (4 + value_bytes)
+
+
+def ensure_fits(required: int, what: str) -> None:
+    """DeviceError (not an out-of-memory crash) when ``required`` bytes cannot be allocated."""
+    free = free_device_bytes()
+    if required > free:
+        raise DeviceError(
+            f"{what} needs {required / 2**30:.2f} GiB of GPU memory but only "
+            f"{free / 2**30:.2f} GiB is free"
+        )
+
+
+def to_device_csr(A: Any, dtype: np.dtype[Any], index_bits: int | None = None) -> DeviceMatrix:
+    """Any supported matrix -> CSR arrays on the GPU with the kernel's dtypes.
+
+    ``index_bits`` None picks 32 or 64 from the size (nnz or rows + nnz over 2^31 - 1).
+    """
+    if is_device_object(A):
+        return _device_input(A, dtype, index_bits)
+    return _host_input(A, dtype, index_bits)
+
+
+def _choose_bits(rows: int, nnz: int, index_bits: int | None) -> int:
+    from teaal_loops.ir import index_bits as needed_bits
+
+    need = needed_bits(rows, nnz)
+    if index_bits is None:
+        return need
+    if index_bits < need:
+        raise LayoutError(
+            f"a matrix with {rows} rows and {nnz} nonzeros needs 64-bit offsets, "
+            f"but {index_bits}-bit was requested"
+        )
+    return index_bits
+
+
+def _host_input(A: Any, dtype: np.dtype[Any], index_bits: int | None) -> DeviceMatrix:
+    import scipy.sparse as sp
+
+    from teaal_loops.matrix import validate_csr
+
+    if sp.issparse(A):
+        csr = A if A.format == "csr" else A.tocsr()
+    else:
+        dense = np.asarray(A)
+        if dense.ndim != 2:
+            raise MatrixError(f"expected a 2-D matrix, got an array of shape {dense.shape}")
+        csr = sp.csr_matrix(dense)
+    rows, cols = (int(n) for n in csr.shape)
+    validate_csr(csr.indptr, csr.indices, (rows, cols))
+    nnz = int(csr.indptr[-1]) if rows else 0
+    bits = _choose_bits(rows, nnz, index_bits)
+    offset = np.int64 if bits == 64 else np.int32
+    cupy = cupy_module()
+    ensure_fits(csr_bytes(rows, nnz, dtype.itemsize, bits), f"a {rows}x{cols} matrix ({nnz} nnz)")
+    arrays = {
+        "indptr": cupy.asarray(np.ascontiguousarray(csr.indptr, dtype=offset)),
+        "indices": cupy.asarray(np.ascontiguousarray(csr.indices, dtype=np.int32)),
+        "values": cupy.asarray(np.ascontiguousarray(csr.data, dtype=dtype)),
+    }
+    shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=_max_row_host(csr.indptr))
+    return DeviceMatrix("csr", shape, arrays, np.dtype(dtype), bits)
+
+
+def _max_row_host(indptr: np.ndarray[Any, Any]) -> int:
+    return int(np.diff(indptr).max()) if len(indptr) > 1 else 0
+
+
+def _device_input(A: Any, dtype: np.dtype[Any], index_bits: int | None) -> DeviceMatrix:
+    cupy = cupy_module()
+    import cupyx.scipy.sparse as csp
+
+    if csp.issparse(A):
+        csr = A if A.format == "csr" else A.tocsr()
+    else:
+        dense = cupy.asarray(A)
+        if dense.ndim != 2:
+            raise MatrixError(f"expected a 2-D matrix, got an array of shape {dense.shape}")
+        csr = csp.csr_matrix(dense.astype(dtype, copy=False))
+    rows, cols = (int(n) for n in csr.shape)
+    indptr, indices, data = csr.indptr, csr.indices, csr.data
+    if indptr.ndim != 1 or len(indptr) != rows + 1:
+        raise MatrixError(
+            f"matrix: {len(indptr)} row offsets for {rows} rows (expected {rows + 1})"
+        )
+    nnz = int(indices.size)
+    bits = _choose_bits(rows, nnz, index_bits)
+    _validate_on_device(cupy, indptr, indices, rows, cols, nnz)
+    offset = np.int64 if bits == 64 else np.int32
+    converting = (
+        (indptr.dtype != offset) * indptr.size * (bits // 8)
+        + (indices.dtype != np.int32) * nnz * 4
+        + (data.dtype != dtype) * nnz * dtype.itemsize
+    )
+    if converting:
+        ensure_fits(int(converting), "converting the matrix to the kernel's types")
+    arrays = {
+        "indptr": cupy.ascontiguousarray(indptr.astype(offset, copy=False)),
+        "indices": cupy.ascontiguousarray(indices.astype(np.int32, copy=False)),
+        "values": cupy.ascontiguousarray(data.astype(dtype, copy=False)),
+    }
+    max_row = int(cupy.diff(indptr).max().get()) if rows else 0
+    shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_row)
+    return DeviceMatrix("csr", shape, arrays, np.dtype(dtype), bits)
+
+
+def _validate_on_device(
+    cupy: Any, indptr: Any, indices: Any, rows: int, cols: int, nnz: int
+) -> None:
+    """The host checks of ``validate_csr`` as GPU reductions, read back in one transfer."""
+    if rows == 0:
+        if nnz:
+            raise MatrixError(f"matrix: 0 rows but {nnz} column indices")
+        return
+    flags = cupy.stack(
+        [
+            (indptr[0] != 0).astype(cupy.int64),
+            cupy.any(indptr[1:] < indptr[:-1]).astype(cupy.int64),
+            (indptr[-1] != nnz).astype(cupy.int64),
+            indices.min().astype(cupy.int64) if nnz else cupy.zeros((), cupy.int64),
+            indices.max().astype(cupy.int64) if nnz else cupy.zeros((), cupy.int64),
+        ]
+    ).get()
+    start_bad, decreasing, end_bad, lo, hi = (int(v) for v in flags)
+    if start_bad:
+        raise MatrixError(f"matrix: row offsets start at {int(indptr[0].get())}, expected 0")
+    if decreasing:
+        row = int(cupy.flatnonzero(indptr[1:] < indptr[:-1])[0].get())
+        raise MatrixError(
+            f"matrix: row offsets decrease at row {row} "
+            f"({int(indptr[row].get())} -> {int(indptr[row + 1].get())})"
+        )
+    if end_bad:
+        raise MatrixError(
+            f"matrix: last row offset is {int(indptr[-1].get())} but there are {nnz} column indices"
+        )
+    if nnz and (lo < 0 or hi >= cols):
+        bad = (indices < 0) | (indices >= cols)
+        entry = int(cupy.flatnonzero(bad)[0].get())
+        at = cupy.asarray([entry], dtype=indptr.dtype)
+        row = int(cupy.searchsorted(indptr, at, side="right")[0].get()) - 1
+        raise MatrixError(
+            f"matrix: row {row} has column index {int(indices[entry].get())}, "
+            f"outside 0..{cols - 1}"
+        )
+
+
+def to_device_vector(x: Any, dtype: np.dtype[Any], cols: int, *, name: str = "x") -> Any:
+    """``x`` (NumPy or CuPy) as a contiguous CuPy vector of ``dtype``; shape checked first."""
+    shape = tuple(getattr(x, "shape", np.shape(x)))
+    if shape != (cols,) and not (len(shape) == 2 and shape in ((cols, 1),)):
+        raise MatrixError(
+            f"{name} has shape {shape} but the matrix has {cols} columns (expected ({cols},))"
+        )
+    cupy = cupy_module()
+    vec = cupy.asarray(x).reshape(cols)
+    return cupy.ascontiguousarray(vec.astype(dtype, copy=False))
+
+
+CONVERTERS = {"csr": to_device_csr}
+
+
+def converter(layout: str) -> Any:
+    try:
+        return CONVERTERS[layout]
+    except KeyError:
+        raise LayoutError(
+            f"layout {layout!r} has no runtime converter yet (supported: {', '.join(CONVERTERS)})"
+        ) from None
