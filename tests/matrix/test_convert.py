@@ -138,3 +138,34 @@ def test_row_stats_against_hand_computation() -> None:
     empty = row_stats(sp.csr_matrix((3, 3)))
     assert empty.cv == 0.0 and empty.empty_rows == 3
     assert row_stats(sp.csr_matrix((0, 3))).rows == 0
+
+
+class _FakeDeviceMatrix:
+    """Stands in for a cupyx.scipy.sparse matrix: lives in a cupyx module, has ``.get()``."""
+
+    __module__ = "cupyx.scipy.sparse._csr"
+
+    def __init__(self, host: sp.csr_matrix) -> None:
+        self.host = host
+
+    def get(self) -> sp.csr_matrix:
+        return self.host
+
+
+def test_device_objects_are_moved_to_the_host_through_get() -> None:
+    A = as_csr(_FakeDeviceMatrix(sp.csr_matrix(DENSE)))
+    np.testing.assert_array_equal(A.toarray(), DENSE)
+
+
+@pytest.mark.gpu
+def test_real_cupyx_matrix_and_cupy_array() -> None:
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except cupy.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no CUDA device")
+    import cupyx.scipy.sparse as csp
+
+    np.testing.assert_array_equal(as_csr(csp.csr_matrix(cupy.asarray(DENSE))).toarray(), DENSE)
+    np.testing.assert_array_equal(as_csr(cupy.asarray(DENSE)).toarray(), DENSE)
