@@ -4,8 +4,9 @@ Suites (``--suite``, repeatable):
 
 ``corpus``
     Every ``.mtx`` / ``.mtx.gz`` file of the corpus folder (``--corpus-dir``; by default
-    ``$TEAAL_LOOPS_CORPUS/matrices``, ``corpus_carry/`` in the working directory, or the shared
-    corpus beside the checkout, first one that exists).
+    ``$TEAAL_LOOPS_CORPUS/matrices``, ``corpus_carry/matrices`` or ``corpus_carry/`` in the
+    working directory or the checkout, or the shared corpus beside the checkout: the first one
+    that holds matrix files).
 ``large``
     The four synthetic classes of DESIGN.md section 7, each over a gigabyte of float32 CSR so
     that no cache holds it, generated on the GPU (:mod:`teaal_loops.bench.generate`):
@@ -101,9 +102,9 @@ def default_corpus_dir(repo_root: Path | None = None) -> Path | None:
     if env:
         candidates.append(Path(env) / "matrices")
         candidates.append(Path(env))
-    candidates.append(Path.cwd() / "corpus_carry")
     root = repo_root or Path(__file__).resolve().parents[2]
-    candidates.append(root / "corpus_carry")
+    for base in (Path.cwd(), root):  # a copy carried to the device, flat or as corpus/
+        candidates += [base / "corpus_carry" / "matrices", base / "corpus_carry"]
     candidates.append(root.parent / "shared" / "corpus" / "matrices")
     for folder in candidates:
         if folder.is_dir() and any(_is_matrix_file(p) for p in folder.iterdir()):

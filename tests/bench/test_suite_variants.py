@@ -110,3 +110,15 @@ def test_a_spec_asking_for_auto_turns_auto_on(tmp_path: Path) -> None:
     variants, wants_auto = bench.variants_for([spec, REPO / "specs" / "merge_path.yaml"])
     assert wants_auto
     assert [v.label for v in variants] == ["merge_path"]  # explicit specs: no default sweeps
+
+
+def test_profile_labels_round_trip() -> None:
+    from teaal_loops.bench.profile import parse_label
+    from teaal_loops.bench.variants import variant_label
+
+    for label in ("merge_path", "group_mapped[BLOCK_SIZE=32]", "a[X=1,Y=20]"):
+        name, params = parse_label(label)
+        assert variant_label(name, params) == label
+    for bad in ("[X=1]", "a[X=1", "a[X=y]"):
+        with pytest.raises(TeaalLoopsError):
+            parse_label(bad)
