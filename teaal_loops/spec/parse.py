@@ -383,6 +383,9 @@ def _parse_mapping(entry: YEntry, ctx: Context, draft: Draft) -> None:
     ):
         for t in m.entries:
             path = f"mapping.loop-order.{t.key}"
+            if _is_null(t.value):  # TeAAL treats `Z:` with no list as "use the default"
+                ctx.warn("empty loop order; the default (the final ranks) is used", t, path)
+                continue
             draft.loop_order[t.key] = _rank_list(
                 t, ctx, path, "the einsum's final ranks in loop order"
             )

@@ -847,3 +847,10 @@ def test_einsum_in_a_folded_block_scalar() -> None:
         "    - >\n      Z[m] =\n      A[m, k] * B[k]\n"
     )
     assert s.einsums[0].text == "Z[m] = A[m, k] * B[k]"
+
+
+def test_empty_loop_order_means_the_default() -> None:
+    s = spec(MAPPED + "  loop-order:\n    Z:\n")
+    assert s.loop_order_of("Z") == ("M", "K")
+    (w,) = s.warnings
+    assert w.key_path == "mapping.loop-order.Z" and "default" in w.message
