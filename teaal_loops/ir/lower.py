@@ -174,7 +174,9 @@ def lower(
     """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
     shape = _roles(spec, recognise_spmv(spec), layout)
     out = shape.output
-    parts = {p.name: p for p in spec.partitioning_of(out)}
+    # Splits of one rank by name; a flatten ``(M, K)`` is kept apart, since its name ``MK`` is
+    # also the name of the rank its own splits (``MK: [...]``) apply to.
+    parts = {p.name: p for p in spec.partitioning_of(out) if len(p.ranks) == 1}
     spacetime = spec.spacetime_of(out) or _all_time(spec, out)
     final = spec.final_ranks[out]
     space = [r.rank for r in spacetime.space]
@@ -191,7 +193,6 @@ def lower(
 
     flat_parts = [p for p in spec.partitioning_of(out) if len(p.ranks) > 1]
     unknown = set(parts) - {shape.tile_rank, shape.atom_rank, flat_name}
-    unknown -= {p.name for p in flat_parts}
     if unknown:
         name = sorted(unknown)[0]
         raise _unsupported(
@@ -238,7 +239,7 @@ def lower(
     order = {name: i for i, name in enumerate(spec.loop_order_of(out))}
     ordered = tuple(sorted(ranks, key=lambda r: order.get(r.name, len(order))))
     missing = set(final) - {r.name for r in ordered}
-    if missing:  # defensive: the front end guarantees spacetime covers the final ranks
+    if missing:  # a final rank the mapping above did not bind
         raise _unsupported(spec, f"ranks {sorted(missing)} have no GPU binding")
 
     bound = _bind_params(spec, roles, params or {}, ext.params if ext else {})

@@ -222,3 +222,10 @@ format:
         lower(group, layout="ell")
     with pytest.raises(LayoutError, match="unknown layout"):
         lower(load_spec_string(base), layout="hyb")
+
+
+def test_flatten_listed_after_its_split_still_lowers() -> None:
+    spec = load_spec_string(
+        SPMV_HEAD % ("      MK: [uniform_occupancy(A.W)]\n      (M, K): [flatten()]", "MK1", "MK0")
+    )
+    assert lower(spec).kind == ScheduleKind.WORK_ORIENTED
