@@ -91,14 +91,14 @@ def read_matrix_market(path: str | os.PathLike[str]) -> sp.csr_matrix:
     reader = _Reader(name)
     raw = _read_bytes(Path(name), reader)
     header = _parse_header(raw, reader)
-    body = raw[header.body_start :]
-    if header.fmt == "coordinate":
-        fast = _read_with_scipy(raw, body, header) if _HAVE_FAST_READER else None
+    if header.fmt == "coordinate" and _HAVE_FAST_READER:
+        fast = _read_with_scipy(raw, memoryview(raw)[header.body_start :], header)
         if fast is not None:
             return fast
-        del raw
-        return _read_coordinate(body, header, reader)
+    body = raw[header.body_start :]
     del raw
+    if header.fmt == "coordinate":
+        return _read_coordinate(body, header, reader)
     return _read_array(body, header, reader)
 
 
@@ -282,7 +282,7 @@ def _pair_weights(allow_fraction: bool) -> np.ndarray:
 _PAIR_WEIGHTS = {allow: _pair_weights(allow) for allow in (False, True)}
 
 
-def _plain_token_count(body: bytes, allow_fraction: bool) -> int | None:
+def _plain_token_count(body: bytes | memoryview, allow_fraction: bool) -> int | None:
     """Tokens in ``body`` if it is made of plain numbers only (see module doc), else None.
 
     Every adjacent byte pair is looked up in a 64K-entry weight table (1 for a token start,
@@ -316,7 +316,7 @@ def _plain_token_count(body: bytes, allow_fraction: bool) -> int | None:
     return tokens
 
 
-def _read_with_scipy(raw: bytes, body: bytes, header: _Header) -> sp.csr_matrix | None:
+def _read_with_scipy(raw: bytes, body: bytes | memoryview, header: _Header) -> sp.csr_matrix | None:
     """Tier 1 (see module doc); None means "let the NumPy and line-by-line tiers decide"."""
     per_line = 2 if header.field == "pattern" else 3
     allow_fraction = header.field in ("real", "double")
