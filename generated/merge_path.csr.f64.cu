@@ -57,13 +57,41 @@ struct Layout {
   }
 };
 
+#define TEAAL_STAGED_ROWS (TEAAL_BLOCK_THREADS * 8)  // rows whose boundaries fit in shared memory
+
+// Boundaries of rows [first, first + count): staged in shared memory or read from the layout.
+struct RowBounds {
+  const Layout& A;
+  const offset_t* staged;  // staged[i] = tile_begin(first + i), staged[count] = tile_end(last)
+  offset_t first;
+  bool in_shared;
+  __device__ __forceinline__ offset_t begin(offset_t r) const {
+    return in_shared ? staged[r - first] : A.tile_begin(r);
+  }
+  __device__ __forceinline__ offset_t end(offset_t r) const {
+    return in_shared ? staged[r - first + 1] : A.tile_end(r);
+  }
+};
+
+// The first row r in [lo, hi] with r == rows or tile_end(r) + r >= d: the number of rows that
+// end before merge item d (tile_end(r) + r is strictly increasing in r).
+__device__ __forceinline__ offset_t teaal_merge_search(const RowBounds& bounds, offset_t lo,
+                                                       offset_t hi, offset_t d) {
+  while (lo < hi) {
+    const offset_t mid = lo + (hi - lo) / 2;  // < hi <= rows
+    if (bounds.end(mid) + mid < d) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
 // ---- Schedule: merge-path (teaal-loops extension x_merge_path) ---------------------------
 // Merge items are rows + nnz: nonzero a of row r is item a + r, the end of row r is item
 // tile_end(r) + r. Chunk c = thread c owns items [c*IPT, (c+1)*IPT), finds its start by a
 // merge-path search over the row ends, then consumes its items in order. A row whose first
 // item and end item both fall in the chunk is stored; a row split across chunks gets one
 // atomicAdd from each chunk that holds some of its nonzeros (combine ATOMIC: y is zeroed
-// by the caller).
+// by the caller). The block first finds the rows its chunks span (two searches) and stages
+// their boundaries in shared memory, where each thread then searches and walks.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_merge_path(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -78,26 +106,43 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
   const Layout A{rows, cols, nnz, indptr, indices, values};
+  __shared__ offset_t block_rows[2];
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
-  if (tid >= workers) return;
   const offset_t items = (offset_t)rows + nnz;
-  const offset_t item_begin = tid * items_per_thread;  // < items because tid < workers
+  // This block's items [block_begin, block_end); 64-bit because TPB * IPT may exceed offset_t.
+  const long long block_items = (long long)TEAAL_BLOCK_THREADS * items_per_thread;
+  const long long block_first = (long long)blockIdx.x * block_items;  // < items
+  const offset_t block_begin = (offset_t)block_first;
+  const offset_t block_end = (offset_t)(items - block_first < block_items ? items
+                                                                          : block_first + block_items);
+  const RowBounds global_rows{A, nullptr, 0, false};
+  if (threadIdx.x == 0) block_rows[0] = teaal_merge_search(global_rows, 0, rows, block_begin);
+  if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
+    block_rows[1] = teaal_merge_search(global_rows, 0, rows, block_end - 1);
+  __syncthreads();
+  // Rows block_rows[0] .. block_rows[1] hold every item of this block (both < rows).
+  __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
+  const offset_t row_count = block_rows[1] - block_rows[0] + 1;
+  const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
+  if (in_shared) {
+    for (offset_t i = threadIdx.x; i <= row_count; i += TEAAL_BLOCK_THREADS) {
+      staged[i] = i == 0 ? A.tile_begin(block_rows[0]) : A.tile_end(block_rows[0] + i - 1);
+    }
+  }
+  __syncthreads();
+  const RowBounds bounds{A, staged, block_rows[0], in_shared};
+
+  if (tid >= workers) return;  // (after the block-wide barrier)
+
+  const offset_t item_begin = tid * items_per_thread;
   const offset_t item_end =
       (items - item_begin < items_per_thread) ? items : item_begin + items_per_thread;
-
-  // Merge-path search: the first row r in [0, rows] with r == rows or tile_end(r) + r >= d,
-  // i.e. the number of rows that end before item d (tile_end(r) + r is strictly increasing).
-  offset_t lo = 0, hi = rows;
-  while (lo < hi) {
-    const offset_t mid = lo + (hi - lo) / 2;
-    if (A.tile_end(mid) + mid >= item_begin) hi = mid; else lo = mid + 1;
-  }
-  offset_t row = lo;
+  offset_t row = teaal_merge_search(bounds, block_rows[0], block_rows[1], item_begin);
   offset_t a = item_begin - row;  // first nonzero of this chunk
   offset_t item = item_begin;
   // The current row is stored whole when its first item lies in this chunk.
-  bool row_starts_here = row < rows && A.tile_begin(row) + row >= item_begin;
-  offset_t row_end = row < rows ? A.tile_end(row) : a;
+  bool row_starts_here = bounds.begin(row) + row >= item_begin;
+  offset_t row_end = bounds.end(row);
 
   while (true) {
     // Nonzeros of the current row that lie in this chunk.
@@ -126,6 +171,6 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
     ++row;
     if (item >= item_end) break;  // (then row < rows: items remain only while rows remain)
     row_starts_here = true;
-    row_end = A.tile_end(row);
+    row_end = bounds.end(row);
   }
 }

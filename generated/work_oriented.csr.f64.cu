@@ -57,11 +57,39 @@ struct Layout {
   }
 };
 
+#define TEAAL_STAGED_ROWS (TEAAL_BLOCK_THREADS * 8)  // rows whose boundaries fit in shared memory
+
+// Boundaries of rows [first, first + count): staged in shared memory or read from the layout.
+struct RowBounds {
+  const Layout& A;
+  const offset_t* staged;  // staged[i] = tile_begin(first + i), staged[count] = tile_end(last)
+  offset_t first;
+  bool in_shared;
+  __device__ __forceinline__ offset_t begin(offset_t r) const {
+    return in_shared ? staged[r - first] : A.tile_begin(r);
+  }
+  __device__ __forceinline__ offset_t end(offset_t r) const {
+    return in_shared ? staged[r - first + 1] : A.tile_end(r);
+  }
+};
+
+// The row holding atom a among rows [lo, hi]: the last r with tile_begin(r) <= a, so empty rows
+// before it are skipped.
+__device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset_t lo,
+                                                 offset_t hi, offset_t a) {
+  while (lo < hi) {
+    const offset_t mid = lo + (hi - lo + 1) / 2;
+    if (bounds.begin(mid) <= a) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
 // ---- Schedule: work-oriented -------------------------------------------------------------
 // Chunk c = thread c owns atoms c*WPT .. min((c+1)*WPT, nnz) - 1 and walks them in order,
 // tracking the current row. A row whose atoms all lie in the chunk is stored; a row split
 // across chunks gets one atomicAdd from each chunk holding part of it (combine ATOMIC: the
-// caller zeroes y, so empty rows read 0).
+// caller zeroes y, so empty rows read 0). The block first finds the rows its chunks span and
+// stages their boundaries in shared memory, where each thread then searches and walks.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_work_oriented(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -76,19 +104,44 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
   const Layout A{rows, cols, nnz, indptr, indices, values};
+  __shared__ offset_t block_rows[2];
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
-  if (tid >= workers) return;
+  // This block's atoms [block_begin, block_end); 64-bit because TPB * WPT may exceed offset_t.
+  const long long block_atoms = (long long)TEAAL_BLOCK_THREADS * work_per_thread;
+  const long long block_first = (long long)blockIdx.x * block_atoms;  // < nnz
+  const offset_t block_begin = (offset_t)block_first;
+  const offset_t block_end = (offset_t)(nnz - block_first < block_atoms ? nnz
+                                                                        : block_first + block_atoms);
+  const RowBounds global_rows{A, nullptr, 0, false};
+  if (threadIdx.x == 0) block_rows[0] = teaal_row_of(global_rows, 0, rows - 1, block_begin);
+  if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
+    block_rows[1] = teaal_row_of(global_rows, 0, rows - 1, block_end - 1);
+  __syncthreads();
+  // Rows block_rows[0] .. block_rows[1] hold every atom of this block.
+  __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
+  const offset_t row_count = block_rows[1] - block_rows[0] + 1;
+  const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
+  if (in_shared) {
+    for (offset_t i = threadIdx.x; i <= row_count; i += TEAAL_BLOCK_THREADS) {
+      staged[i] = i == 0 ? A.tile_begin(block_rows[0]) : A.tile_end(block_rows[0] + i - 1);
+    }
+  }
+  __syncthreads();
+  const RowBounds bounds{A, staged, block_rows[0], in_shared};
+
+  if (tid >= workers) return;  // (after the block-wide barrier)
+
   const offset_t first = tid * work_per_thread;  // < nnz because tid < ceil(nnz / WPT)
   const offset_t last = (nnz - first < work_per_thread) ? nnz : first + work_per_thread;
-  offset_t row = A.tile_of(first);
-  offset_t row_begin = A.tile_begin(row);
-  offset_t row_end = A.tile_end(row);
+  offset_t row = teaal_row_of(bounds, block_rows[0], block_rows[1], first);
+  offset_t row_begin = bounds.begin(row);
+  offset_t row_end = bounds.end(row);
   offset_t a = first;
   while (true) {
     while (row_end <= a) {  // skip empty rows
       ++row;
       row_begin = row_end;
-      row_end = A.tile_end(row);
+      row_end = bounds.end(row);
     }
     const offset_t stop = row_end < last ? row_end : last;
     value_t sum = 0;
@@ -105,6 +158,6 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     if (a >= last) break;
     ++row;
     row_begin = row_end;
-    row_end = A.tile_end(row);
+    row_end = bounds.end(row);
   }
 }

@@ -29,6 +29,13 @@ DEFAULT_MATRICES = [
     "longrows:rows=100000,nnz=10000000,seed=4",
 ]
 SPECS = ["thread_mapped", "group_mapped", "group_mapped_block", "work_oriented", "merge_path"]
+# (label, spec, parameters): the library specs with their defaults, plus chunk-size variants
+KERNELS: list[tuple[str, str, dict[str, int]]] = [(s, s, {}) for s in SPECS] + [
+    ("work_oriented_w8", "work_oriented", {"WORK_PER_THREAD": 8}),
+    ("merge_path_i8", "merge_path", {"ITEMS_PER_THREAD": 8}),
+    ("merge_path_i4", "merge_path", {"ITEMS_PER_THREAD": 4}),
+    ("merge_path_i16", "merge_path", {"ITEMS_PER_THREAD": 16}),
+]
 
 
 def copy_bandwidth(cupy: Any, timing: Any, nbytes: int = 2**30) -> float:
@@ -42,7 +49,7 @@ def copy_bandwidth(cupy: Any, timing: Any, nbytes: int = 2**30) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--synthetic", action="append", help="matrix spec (repeatable)")
-    p.add_argument("--spec", action="append", help=f"spec names (default {SPECS})")
+    p.add_argument("--kernel", action="append", help="kernel labels (default: all of KERNELS)")
     p.add_argument("--dtype", default="f32", choices=["f32", "f64"])
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--out", default="bench_spmv.json")
@@ -81,8 +88,10 @@ def main() -> int:
         entry["kernels"] = {}
         print(f"{text}: {rows}x{cols} nnz={A.nnz} (built in {time.time() - t0:.1f}s) "
               f"cuSPARSE {cus:.4f} ms", flush=True)
-        for name in args.spec or SPECS:
-            k = rt.compile(REPO / "specs" / f"{name}.yaml", dtype=dtype)
+        for name, spec, params in KERNELS:
+            if args.kernel and name not in args.kernel:
+                continue
+            k = rt.compile(REPO / "specs" / f"{spec}.yaml", dtype=dtype, params=params)
             prepared = k.prepare(A)
             xk = k.vector(prepared, x)
             y = k(prepared, xk)

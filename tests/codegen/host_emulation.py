@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from teaal_loops.codegen.config import KernelConfig
 from teaal_loops.codegen.render import render
-from teaal_loops.ir.model import BoundSchedule, ScheduleKind
+from teaal_loops.ir.model import BoundSchedule
 
 HERE = Path(__file__).resolve().parent
 SHIM = HERE / "cuda_emulation.h"
@@ -53,7 +53,9 @@ _CTYPES = {"index_t": "index_t", "offset_t": "offset_t", "value_t": "value_t", "
 
 
 def _driver(cfg: KernelConfig) -> str:
-    threaded = cfg.kind is ScheduleKind.GROUP_MAPPED and cfg.group_size > 1
+    source = render(cfg)
+    # lanes that shuffle or wait at barriers must run concurrently
+    threaded = any(s in source for s in ("__shfl", "__syncthreads", "__barrier_sync"))
     decls, reads, call = [], [], []
     for p in cfg.kernel_params():
         t = p.scalar_type

@@ -137,3 +137,23 @@ def test_non_nested_tile_sizes_follow_one_rule() -> None:
     params = {"NUM_TILES": 7, "NUM_THREADS": 3}
     bound, x, result = _run(hs.thread_mapped(), params, A, "float64")
     np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
+
+
+@pytest.mark.parametrize(
+    ("case", "schedule", "params"),
+    [
+        ("work_default", hs.work_oriented(), {}),
+        ("merge_ipt16", hs.merge_path(), {"ITEMS_PER_THREAD": 16}),
+    ],
+)
+def test_blocks_spanning_more_rows_than_shared_memory_holds(
+    case: str, schedule: Schedule, params: dict[str, int]
+) -> None:
+    """3000 rows and 40 nonzeros: a block spans more than TPB * 8 rows, so the kernel reads
+    the row boundaries from the layout instead of shared memory; owners must not change."""
+    rng = np.random.default_rng(4)
+    A = sp.random(3000, 50, density=40 / 150000, format="csr", random_state=rng)
+    A.data[:] = rng.uniform(-1, 1, A.nnz)
+    bound, x, result = _run(schedule, params, A, "float64")
+    np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
+    np.testing.assert_allclose(result.y, A @ x, rtol=1e-12, atol=1e-12)

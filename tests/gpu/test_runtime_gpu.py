@@ -122,8 +122,8 @@ def test_matrix_too_large_for_the_device_is_a_device_error(monkeypatch: pytest.M
 @pytest.mark.parametrize("case", ["thread_mapped", "group_mapped", "work_oriented", "merge_path"])
 def test_64_bit_offsets_kernel_runs(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64-offset build, forced on a small matrix (2^31 nonzeros do not fit here)."""
-    import teaal_loops.ir.bind as bind_module
-
+    # (the package re-exports the function bind, which hides the module of the same name)
+    bind_module = sys.modules["teaal_loops.ir.bind"]
     monkeypatch.setattr(bind_module, "index_bits", lambda rows, nnz: 64)
     k = rt.compile(REPO / "specs" / f"{case}.yaml", dtype="float64")
     A = _matrix(500, 400, 0.02)
