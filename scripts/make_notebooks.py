@@ -306,7 +306,8 @@ def draw_owners(A: sp.csr_matrix, owner: np.ndarray, threads: int, title: str,
     bx.set_xlabel("thread (global id)")
     bx.set_ylabel("nonzeros owned")
     bx.set_title(f"atoms per thread: max {counts.max()}, {int((counts == 0).sum())} idle")
-    bx.legend()
+    bx.set_ylim(0, counts.max() * 1.25 + 0.5)  # room for the legend above the bars
+    bx.legend(loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
     show(fig)
