@@ -22,7 +22,8 @@ Speed, in three tiers (a 10M-entry real file: about 1 s instead of tens of secon
    0, extra tokens on a pattern line), so it only runs on bodies that a chunked, vectorised
    scan has shown to be plain numbers: only digits, signs, ``.``, ``e``/``E`` and whitespace,
    signs only at a token start or after an exponent mark, exponent marks between a digit and a
-   digit or sign, and exactly ``entries * tokens-per-entry`` tokens. Its result is cross-checked
+   digit or sign, per token at most one ``.`` and one exponent mark (in that order), and
+   exactly ``entries * tokens-per-entry`` tokens. Its result is cross-checked
    against the header (shape, entry count, no skew-symmetric diagonal).
 2. Otherwise NumPy parses the body in one pass (``np.fromstring``) after a vectorised check that
    every line holds the right number of tokens.
@@ -267,6 +268,7 @@ def _pair_tables(allow_fraction: bool) -> tuple[np.ndarray, np.ndarray]:
     bad |= (first == _SIGN) & (second != _DIGIT) & (second != _DOT)
     bad |= (second == _EXP) & (first != _DIGIT) & (first != _DOT)
     bad |= (first == _EXP) & (second != _DIGIT) & (second != _SIGN)
+    bad |= (first >= _DOT) & (second == _DOT)  # "..", "e."
     start = (first == _SPACE) & (second != _SPACE)
     return bad, start
 
@@ -313,7 +315,51 @@ def _plain_token_count(body: bytes | memoryview, allow_fraction: bool) -> int | 
             if total >= _BAD_WEIGHT:
                 return None
             tokens += total
+    if allow_fraction and not _marks_are_plain(body):
+        return None
     return tokens
+
+
+_FRACTION_CLASSES = _byte_classes(allow_fraction=True)
+# Bytes that end a run of digits and signs: whitespace, "." and exponent marks (0 elsewhere).
+_STOPS = np.where(_FRACTION_CLASSES >= _DOT, _FRACTION_CLASSES, 0).astype(np.uint8)
+_STOPS[_FRACTION_CLASSES == _SPACE] = _SPACE
+
+
+def _marks_are_plain(body: bytes | memoryview) -> bool:
+    """Per token: at most one ``.`` and one exponent mark, ``.`` first, a digit beside the ``.``.
+
+    Byte pairs cannot see ``1.2.3`` or ``1e2e3`` (which SciPy's reader would read as 1.2 and
+    100). Listing the "stops" (whitespace, ``.``, ``e``) in order, two marks of one token are
+    adjacent stops with no whitespace between them, and the only allowed such pair is ``.``
+    then ``e``. Chunked; ``previous`` is the last stop of the chunks before.
+    """
+    n = len(body)
+    whole = np.frombuffer(body, dtype=np.uint8)
+    buffer = np.empty(_SCAN_CHUNK, dtype=np.uint8)
+    is_stop = np.empty(_SCAN_CHUNK, dtype=bool)
+    previous = _SPACE
+    for lo in range(0, n, _SCAN_CHUNK):
+        hi = min(n, lo + _SCAN_CHUNK)
+        kinds_of = buffer[: hi - lo]
+        np.take(_STOPS, whole[lo:hi], out=kinds_of)
+        # nonzero() of a bool array is much faster than of a uint8 one
+        stops = np.flatnonzero(np.not_equal(kinds_of, 0, out=is_stop[: hi - lo]))
+        if len(stops) == 0:
+            continue
+        kinds = np.concatenate(([previous], kinds_of[stops]))
+        first, second = kinds[:-1], kinds[1:]
+        if np.any((first >= _DOT) & (second >= _DOT) & ((first != _DOT) | (second != _EXP))):
+            return False
+        dots = stops[kinds[1:] == _DOT] + lo
+        if len(dots):
+            before = np.where(dots > 0, _FRACTION_CLASSES[whole[np.maximum(dots - 1, 0)]], _SPACE)
+            after_index = np.minimum(dots + 1, n - 1)
+            after = np.where(dots < n - 1, _FRACTION_CLASSES[whole[after_index]], _SPACE)
+            if np.any((before != _DIGIT) & (after != _DIGIT)):
+                return False
+        previous = int(kinds[-1])
+    return True
 
 
 def _read_with_scipy(raw: bytes, body: bytes | memoryview, header: _Header) -> sp.csr_matrix | None:

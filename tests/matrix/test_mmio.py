@@ -150,6 +150,8 @@ HEADER = "%%MatrixMarket matrix coordinate real general\n% c\n3 3 3\n"
         (HEADER + "1 1 1\n2 2 0x10\n3 3 3\n", 5, "not a valid number"),
         (HEADER + "1 1 1\n2 2 2\n3 3 1.5x\n", 6, "not a valid number"),
         (HEADER + "1 1 1\n2 2 1e\n3 3 3\n", 5, "not a valid number"),
+        (HEADER + "1 1 1\n2 2 1.2.3\n3 3 3\n", 5, "not a valid number"),
+        (HEADER + "1 1 1\n2 2 2\n3 3 1e2e3\n", 6, "not a valid number"),
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1 5\n2 2\n", 3, "found 3"),
         ("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 1\n2 2 -\n", 4, "number"),
     ],
@@ -203,7 +205,13 @@ def test_plain_number_scan_across_chunk_boundaries(monkeypatch: pytest.MonkeyPat
     good = b"12 34 -5e+6 .5\n7 8 9.25 10\n" * 5
     assert mmio._plain_token_count(good, allow_fraction=True) == len(good.split())
     assert mmio._plain_token_count(good, allow_fraction=False) is None
-    for bad in (b"1 2 3 4 5 6 7-8", b"1 2 3 4 5 6 7 8e", b"1 2 3 4 5 6 x"):
+    for bad in (
+        b"1 2 3 4 5 6 7-8",
+        b"1 2 3 4 5 6 7 8e",
+        b"1 2 3 4 5 6 x",
+        b"1 2 3 4 5 6 123.456.7",  # the second '.' lies in another chunk than the first
+        b"1 2 3 4 5 6 123.4e56e7",
+    ):
         assert mmio._plain_token_count(bad, allow_fraction=True) is None
 
 
