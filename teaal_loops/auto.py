@@ -2,41 +2,46 @@
 
 Selected by ``x-teaal-loops: {schedule: auto}`` in a spec or ``--schedule auto`` on the command
 line. :func:`choose` is a pure function of row-length statistics (rows, nnz, mean / max / cv of
-the row lengths, empty rows; all computable in one pass over the row offsets) and, optionally,
-the device; it never looks at column indices or values, and never times anything.
+the row lengths; all computable in one pass over the row offsets) and of the device's resident
+thread count; it never looks at column indices or values, and never times anything.
 
 The answer names one spec of our library (``specs/<spec>.yaml``) plus parameter bindings for it,
 so the chosen kernel is an ordinary generated kernel of an ordinary spec: ``explain`` and the
 trace tests apply to it unchanged.
 
-Rules, first match wins (``mean`` = nnz / rows, ``skew`` = max row / mean):
+Two regimes, split at ``THROUGHPUT_WAVES`` waves of nonzeros (nnz >= that many times the
+device's resident threads, ~8.6M nonzeros on an H100/H200):
 
-====  ==========================================  ==============================================
-rule  when                                        choice
-====  ==========================================  ==============================================
-R0    no nonzeros or no rows                       thread-mapped: nothing to balance
-R1    longest row >= LONG_ROW and skew >= SKEW     merge-path: rows long enough to stall one
-                                                   thread, warp or block; equal shares of rows +
-                                                   nonzeros per thread whatever the lengths
-R2    cv >= HIGH_CV                                merge-path: power-law rows; any per-row
-                                                   mapping leaves most lanes idle or one worker
-                                                   far behind
-R3    mean >= BLOCK_MEAN                           group-mapped, one thread block of
-                                                   BLOCK_GROUP lanes per row (shared-memory
-                                                   reduction): rows of thousands of nonzeros
-R4    mean >= WARP_MEAN                            group-mapped, one warp (32 lanes) per row
-R5    mean >= SUBWARP_MEAN                         group-mapped with G = the power of two nearest
-                                                   below the mean (2..16 lanes a row):
-                                                   coalesced loads without idle lanes
-R6    otherwise (very short rows)                  thread-mapped: one row per thread
-====  ==========================================  ==============================================
+**Latency regime** (small and medium matrices, a few microseconds a launch). The time of a
+launch is a few waves of threads plus the critical path of the slowest worker, so every
+candidate gets a cost and the cheapest wins:
 
-The thresholds are module constants; BENCHMARKS.md records the measurements they were set from
-(each benchmark run reports, per matrix, the chosen schedule's time over the best one's).
+* group-mapped with ``G`` lanes a row (``G = 1`` is thread-mapped; 2..32 a (sub)warp; 128, 256,
+  512 a thread block): ``CW * max(rows*G / resident, MIN_WAVES) + CI * ceil(max_row / G)``
+  ``(+ CB for a block group's shared-memory reduction)``;
+* work-oriented (equal nonzeros a thread, atomics for split rows, y zeroed first):
+  ``CF0 + CFS * log2(rows) + CFW * nnz / resident`` (the zeroing launch, the per-thread binary
+  search, the streaming).
+
+**Throughput regime** (large matrices, bandwidth-bound):
+
+* skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean)
+  -> merge-path with ``ITEMS_PER_THREAD = LARGE_ITEMS`` (equal rows + nonzeros per thread;
+  empty rows cost an item, not a stall);
+* otherwise group-mapped with about ``LANE_WORK`` nonzeros per lane: ``G`` = the power of two
+  nearest below ``mean / LANE_WORK``, in 2..32, or a block group (up to 512) for longer rows.
+
+Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (latency-regime cost
+model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen whose
+``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
+
+The constants were fitted to measured device times of every library variant on the corpus
+(BENCHMARKS.md has the run): only the ratios matter, the units are roughly microseconds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,26 +50,33 @@ from typing import Any, Protocol
 from teaal_loops.errors import TeaalLoopsError
 from teaal_loops.ir.model import DeviceInfo, ScheduleKind
 
-# Thresholds of the rules above (see the module docstring).
-LONG_ROW = 4096  # R1: a row this long takes one warp >= 128 sequential steps
-SKEW = 32.0  # R1: ... and is far longer than the typical row
-HIGH_CV = 2.0  # R2: coefficient of variation of the row lengths
-BLOCK_MEAN = 1024.0  # R3
-BLOCK_GROUP = 256  # R3: lanes per row (a power of two, at most 1024)
-WARP_MEAN = 24.0  # R4
-SUBWARP_MEAN = 3.0  # R5
-MAX_SUBWARP = 16  # R5: largest sub-warp group (32 is R4)
+# Regime split: nnz at or above this many waves of resident threads is bandwidth-bound.
+THROUGHPUT_WAVES = 32
+# Latency-regime cost model (see the module docstring).
+CW = 1.5  # one wave of threads
+CI = 0.25  # one sequential step of the slowest lane (the critical path)
+CB = 0.5  # a block group's barriers and shared-memory reduction
+MIN_WAVES = 0.25  # a launch costs at least this much of a wave, however few threads
+CF0 = 5.0  # work-oriented: zeroing y (a second launch) and fixed costs
+CFS = 0.3  # ... one step of its per-thread binary search for the first row
+CFW = 1.0  # ... one wave of nonzeros
+FLAT_WORK = 8  # work-oriented nonzeros a thread in the latency regime
+# Throughput regime.
+HIGH_CV = 2.0
+LONG_ROW = 1024
+SKEW = 32.0
+LARGE_ITEMS = 32  # merge items a thread for large skewed matrices
+LANE_WORK = 4  # nonzeros a lane for large regular matrices
+INT32_MAX = 2**31 - 1
 
-# Which spec of the library realises each choice, and the parameter that sets its group size.
-SPEC_FOR = {
-    ScheduleKind.THREAD_MAPPED: "thread_mapped",
-    ScheduleKind.GROUP_MAPPED: "group_mapped",
-    ScheduleKind.WORK_ORIENTED: "work_oriented",
-    ScheduleKind.MERGE_PATH: "merge_path",
-}
-BLOCK_SPEC = "group_mapped_block"  # group-mapped with a block-sized group (parameter GROUP)
-WARP_GROUP_PARAM = "BLOCK_SIZE"  # specs/group_mapped.yaml: K: [uniform_occupancy(A.BLOCK_SIZE)]
-BLOCK_GROUP_PARAM = "GROUP"  # specs/group_mapped_block.yaml: K: [uniform_occupancy(A.GROUP)]
+GROUP_SIZES = (1, 2, 4, 8, 16, 32, 128, 256, 512)
+THREAD_SPEC = "thread_mapped"
+WARP_SPEC = "group_mapped"  # specs/group_mapped.yaml: K: [uniform_occupancy(A.BLOCK_SIZE)]
+BLOCK_SPEC = "group_mapped_block"  # specs/group_mapped_block.yaml: uniform_occupancy(A.GROUP)
+WARP_GROUP_PARAM = "BLOCK_SIZE"
+BLOCK_GROUP_PARAM = "GROUP"
+WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
+MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
 
 
 class MatrixStats(Protocol):
@@ -85,9 +97,6 @@ class MatrixStats(Protocol):
     @property
     def cv(self) -> float: ...
 
-    @property
-    def empty_rows(self) -> int: ...
-
 
 @dataclass(frozen=True)
 class AutoChoice:
@@ -96,7 +105,7 @@ class AutoChoice:
     schedule: ScheduleKind
     spec: str  # name of a spec in the library, e.g. "group_mapped" (specs/group_mapped.yaml)
     params: Mapping[str, int] = field(default_factory=dict)
-    rule: str = ""  # "R4"
+    rule: str = ""  # "L", "T1", ...
     reason: str = ""  # one sentence naming the statistics that decided
 
     @property
@@ -108,57 +117,87 @@ class AutoChoice:
         return f"{self.spec}[{bound}]"
 
 
-def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
-    """The schedule (and parameters) the rules of the module docstring pick for ``stats``.
+def group_choice(group: int, rule: str, reason: str) -> AutoChoice:
+    """The library spec realising a group of ``group`` lanes (1 = thread-mapped)."""
+    if group == 1:
+        return AutoChoice(ScheduleKind.THREAD_MAPPED, THREAD_SPEC, {}, rule, reason)
+    if group <= 32:
+        return AutoChoice(ScheduleKind.GROUP_MAPPED, WARP_SPEC, {WARP_GROUP_PARAM: group}, rule,
+                          reason)
+    return AutoChoice(ScheduleKind.GROUP_MAPPED, BLOCK_SPEC, {BLOCK_GROUP_PARAM: group}, rule,
+                      reason)
 
-    ``device`` is accepted so that rules may depend on it; the current rules do not (launch
-    sizes that depend on the device are left to :func:`teaal_loops.ir.bind`'s defaults).
-    """
-    del device  # the rules are device-independent today; bind() sizes the launch per device
+
+def resident_threads(device: DeviceInfo | None) -> int:
+    device = device or DeviceInfo.h100()
+    return device.sm_count * device.max_threads_per_sm
+
+
+def group_cost(group: int, rows: int, max_row: int, resident: int) -> float:
+    """Latency-regime cost of ``group`` lanes a row (module docstring)."""
+    waves = max(rows * group / resident, MIN_WAVES)
+    return CW * waves + CI * math.ceil(max_row / group) + (CB if group > 32 else 0.0)
+
+
+def flat_cost(rows: int, nnz: int, resident: int) -> float:
+    """Latency-regime cost of work-oriented (module docstring)."""
+    return CF0 + CFS * math.log2(max(rows, 2)) + CFW * nnz / resident
+
+
+def costs(stats: MatrixStats, device: DeviceInfo | None = None) -> dict[str, float]:
+    """Every latency-regime candidate's cost, by variant label (for explanations and tests)."""
+    resident = resident_threads(device)
+    rows, nnz, longest = int(stats.rows), int(stats.nnz), int(stats.max)
+    out = {
+        group_choice(g, "", "").label: group_cost(g, rows, longest, resident)
+        for g in GROUP_SIZES
+        if rows * g <= INT32_MAX
+    }
+    out[f"{WORK_SPEC}[{WORK_PARAM}={FLAT_WORK}]"] = flat_cost(rows, nnz, resident)
+    return out
+
+
+def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
+    """The schedule (and parameters) the rules of the module docstring pick for ``stats``."""
     rows, nnz = int(stats.rows), int(stats.nnz)
     mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
     longest, cv = int(stats.max), float(stats.cv)
-    skew = longest / mean if mean else 0.0
+    resident = resident_threads(device)
     if rows == 0 or nnz == 0:
-        return _pick(ScheduleKind.THREAD_MAPPED, "R0", "the matrix has no nonzeros")
-    if longest >= LONG_ROW and skew >= SKEW:
-        return _pick(
-            ScheduleKind.MERGE_PATH,
-            "R1",
-            f"longest row {longest} >= {LONG_ROW} and {skew:.0f}x the mean {mean:.1f}",
-        )
-    if cv >= HIGH_CV:
-        return _pick(ScheduleKind.MERGE_PATH, "R2", f"row-length cv {cv:.2f} >= {HIGH_CV}")
-    if mean >= BLOCK_MEAN:
-        return AutoChoice(
-            ScheduleKind.GROUP_MAPPED,
-            BLOCK_SPEC,
-            {BLOCK_GROUP_PARAM: BLOCK_GROUP},
-            "R3",
-            f"mean row length {mean:.0f} >= {BLOCK_MEAN:.0f}: a block of {BLOCK_GROUP} lanes a row",
-        )
-    if mean >= WARP_MEAN:
-        return AutoChoice(
-            ScheduleKind.GROUP_MAPPED,
-            SPEC_FOR[ScheduleKind.GROUP_MAPPED],
-            {WARP_GROUP_PARAM: 32},
-            "R4",
-            f"mean row length {mean:.1f} >= {WARP_MEAN:.0f}: one warp a row",
-        )
-    if mean >= SUBWARP_MEAN:
-        group = min(MAX_SUBWARP, _pow2_floor(mean))
-        return AutoChoice(
-            ScheduleKind.GROUP_MAPPED,
-            SPEC_FOR[ScheduleKind.GROUP_MAPPED],
-            {WARP_GROUP_PARAM: group},
-            "R5",
-            f"mean row length {mean:.1f}: {group} lanes a row",
-        )
-    return _pick(ScheduleKind.THREAD_MAPPED, "R6", f"mean row length {mean:.1f} < {SUBWARP_MEAN}")
+        return group_choice(1, "R0", "the matrix has no nonzeros")
+    if nnz >= THROUGHPUT_WAVES * resident:
+        return _throughput(rows, nnz, mean, longest, cv)
+    table = costs(stats, device)
+    label = min(table, key=lambda k: table[k])
+    ranked = sorted(table.items(), key=lambda kv: kv[1])[:3]
+    reason = (
+        f"{rows} rows, longest {longest}: estimated "
+        + ", ".join(f"{k} {v:.1f}" for k, v in ranked)
+    )
+    if label.startswith(WORK_SPEC):
+        return AutoChoice(ScheduleKind.WORK_ORIENTED, WORK_SPEC, {WORK_PARAM: FLAT_WORK}, "L",
+                          reason)
+    group = next(g for g in GROUP_SIZES if group_choice(g, "", "").label == label)
+    return group_choice(group, "L", reason)
 
 
-def _pick(kind: ScheduleKind, rule: str, reason: str) -> AutoChoice:
-    return AutoChoice(kind, SPEC_FOR[kind], {}, rule, reason)
+def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> AutoChoice:
+    skew = longest / mean if mean else 0.0
+    if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
+        return AutoChoice(
+            ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: LARGE_ITEMS}, "T1",
+            f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest} = {skew:.0f}x "
+            f"the mean): merge-path, {LARGE_ITEMS} items a thread",
+        )
+    group = max(2, _pow2_floor(mean / LANE_WORK))
+    group = group if group <= 32 else min(512, group)
+    while group > 2 and rows * group > INT32_MAX:
+        group //= 2
+    return group_choice(
+        group, "T2",
+        f"{nnz} nonzeros in regular rows (mean {mean:.1f}, cv {cv:.2f}): {group} lanes a row, "
+        f"about {LANE_WORK} nonzeros a lane",
+    )
 
 
 def _pow2_floor(value: float) -> int:

@@ -48,6 +48,12 @@ class Progress:
         self.stream.flush()
         self._draw()
 
+    def detail(self, line: str) -> None:
+        """A line for logs only (non-interactive runs); a terminal shows the bar instead."""
+        if self.enabled and not self.interactive:
+            self.stream.write(f"[{self.elapsed():6.0f}s] {line}\n")
+            self.stream.flush()
+
     def finish(self) -> None:
         if self.interactive:
             self.done = self.total

@@ -176,10 +176,10 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         }
     invalid = [
         {"matrix": c["matrix"], "dtype": c.get("dtype"), "label": r.get("label"),
-         "error": r.get("error"), "mismatches": r.get("mismatches")}
+         "error": r.get("error"), "skipped": r.get("skipped"), "mismatches": r.get("mismatches")}
         for c in doc.get("cases", [])
         for r in c.get("results", [])
-        if "error" in r or not r.get("valid")
+        if "error" in r or "skipped" in r or not r.get("valid")
     ]
     out["invalid_results"] = invalid
     out["case_errors"] = [

@@ -25,8 +25,8 @@ DEFAULT = "default"
 DEFAULT_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     "BLOCK_SIZE": (2, 4, 8, 16, 32),
     "GROUP": (128, 256, 512),
-    "WORK_PER_THREAD": (DEFAULT, 16, 64),
-    "ITEMS_PER_THREAD": (DEFAULT, 16, 64),
+    "WORK_PER_THREAD": (DEFAULT, 8, 32, 128),
+    "ITEMS_PER_THREAD": (DEFAULT, 8, 32, 128),
 }
 
 

@@ -179,11 +179,17 @@ def test_time_budget_skips_matrices_and_says_so(fake_gpu: None, tmp_path: Path) 
 
 
 def test_auto_choice_outside_the_variant_set_is_timed_too(fake_gpu: None) -> None:
-    entries = [MatrixEntry("u", "custom", "synthetic", text="uniform:rows=300,nnz=6000,seed=2")]
+    from teaal_loops import auto, matrix
+    from teaal_loops.matrix.stats import row_stats
+
+    text = "uniform:rows=300,nnz=6000,seed=2"
+    expected = auto.choose(row_stats(matrix.synthetic_from_string(text)), DeviceInfo.h100()).label
+    assert expected != "merge_path"
+    entries = [MatrixEntry("u", "custom", "synthetic", text=text)]
     doc = run_bench(BenchOptions(entries, [Variant(SPECS / "merge_path.yaml")], reps=3, warmup=0))
     labels = [r["label"] for r in doc["cases"][0]["results"]]
-    assert labels == ["merge_path", "group_mapped[BLOCK_SIZE=16]"]  # mean ~19: R5, 16 lanes
+    assert labels == ["merge_path", expected]
     assert doc["cases"][0]["results"][1]["auto"] is True
     only = run_bench(BenchOptions(entries, [Variant(SPECS / "merge_path.yaml")], reps=3,
                                   warmup=0, only_auto=True))
-    assert [r["label"] for r in only["cases"][0]["results"]] == ["group_mapped[BLOCK_SIZE=16]"]
+    assert [r["label"] for r in only["cases"][0]["results"]] == [expected]
