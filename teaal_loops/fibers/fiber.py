@@ -24,6 +24,7 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from teaal_loops.fibers import payload as _payload_module
 from teaal_loops.fibers.payload import Payload
 
 Coord = Any  # an int, or a tuple of ints for a flattened rank
@@ -53,7 +54,7 @@ def _zero_like(coord: Coord) -> Any:
 class Fiber:
     """One fiber of a fibertree (see the module docstring)."""
 
-    __slots__ = ("coords", "payloads", "_active", "_default", "_shapes")
+    __slots__ = ("coords", "payloads", "_active", "_default", "_shapes", "_clean")
 
     def __init__(
         self,
@@ -80,6 +81,9 @@ class Fiber:
         # Shapes of this rank and of every rank below it (fibertree keeps these on the owning
         # ranks of a tensor); None where unknown. Its length tells leaf from non-leaf fibers.
         self._shapes: tuple[Any, ...] | None = None if shape is None else (shape,)
+        # True while no stored payload is empty (known at construction; dropped by anything
+        # that hands out references for writing). Lets splits slice and iteration skip checks.
+        self._clean = not any(_is_empty(p, self._default) for p in self.payloads)
 
     @classmethod
     def _make(
@@ -90,6 +94,7 @@ class Fiber:
         active: tuple[Any, Any] | None,
         default: Any = 0,
         shapes: tuple[Any, ...] | None = None,
+        clean: bool = False,
     ) -> Fiber:
         """Internal constructor: trusts its (already boxed, sorted) lists."""
         f = cls.__new__(cls)
@@ -98,6 +103,7 @@ class Fiber:
         f._active = active
         f._default = default
         f._shapes = shapes
+        f._clean = clean
         return f
 
     # ---- attributes ------------------------------------------------------------------------
@@ -116,6 +122,8 @@ class Fiber:
         return False
 
     def isEmpty(self) -> bool:  # noqa: N802
+        if self._clean:
+            return not self.coords
         default = self._default
         return all(_is_empty(p, default) for p in self.payloads)
 
@@ -166,6 +174,9 @@ class Fiber:
     # ---- iteration ---------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Elem]:
+        if self._clean:
+            yield from zip(self.coords, self.payloads, strict=True)
+            return
         default = self._default
         for c, p in zip(self.coords, self.payloads, strict=True):
             if isinstance(p, Fiber):
@@ -212,6 +223,7 @@ class Fiber:
 
     def getPayloadRef(self, *coords: Coord) -> Any:  # noqa: N802
         """A mutable reference to the payload at a point, inserting a default if absent."""
+        self._clean = False  # the caller may empty the payload it gets
         i, found = self._find(coords[0])
         if found:
             payload = self.payloads[i]
@@ -311,6 +323,9 @@ class Fiber:
         return f"F/[{body}]"
 
 
+_payload_module._FIBER = (Fiber,)
+
+
 class LazyFiber:
     """The result of ``&``, ``|`` and ``<<``: iterable once per ``for``, composable again."""
 
@@ -404,6 +419,7 @@ def _populate(z: Fiber, other: Any) -> Iterator[Elem]:
     default (fibertree's exact rule)."""
     pos = 0
     default = z._default
+    z._clean = False  # the loop body writes through the references it gets
     for c, p in other:
         pos = bisect.bisect_left(z.coords, c, pos)
         if pos < len(z.coords) and z.coords[pos] == c:
@@ -453,45 +469,35 @@ def _uniform_parts(f: Fiber, step: int) -> list[Part]:
 def _nonuniform_parts(f: Fiber, splits: list[Coord]) -> list[Part]:
     """fibertree's ``_splitNonUniform_iter`` without halos: element ``c`` goes to the last
     split ``s <= c``; elements before the first split or outside the active range are dropped;
-    only non-empty partitions are kept."""
+    only non-empty elements and partitions are kept. (Found by binary search and slicing, so a
+    follower as long as a dense vector costs its partitions, not an element-by-element walk.)"""
     if not f.coords or not splits:
         return []
     start, end = f.getActive()
-    bounds = list(splits) + [_inf_like(f.coords[0])]
-    n = len(splits)
-    lower: list[tuple[list[Coord], list[Any]]] = [([], []) for _ in range(n)]
-    search = 0
-    for c, p in f:
-        if c < start:
+    coords, payloads = f.coords, f.payloads
+    bounds = list(splits) + [_inf_like(coords[0])]
+    first = bisect.bisect_left(coords, start)
+    last = bisect.bisect_left(coords, end, first)
+    parts: list[Part] = []
+    lo = first
+    for i in range(len(splits)):
+        b0, b1 = bounds[i], bounds[i + 1]
+        if b1 <= start:
             continue
-        if c >= end:
+        if b0 >= end:
             break
-        if c < bounds[search]:
+        lo = bisect.bisect_left(coords, b0, lo, last)
+        hi = bisect.bisect_left(coords, b1, lo, last)
+        if lo == hi:
             continue
-        i = search
-        first = None
-        while i < n:
-            if bounds[i + 1] <= start:
-                i += 1
-            elif bounds[i] >= end:
-                break
-            elif c >= bounds[i + 1]:
-                i += 1
-            elif c < bounds[i]:
-                break
-            else:
-                if first is None:
-                    first = i
-                lower[i][0].append(c)
-                lower[i][1].append(p)
-                i += 1
-        if first is not None:
-            search = first
-    return [
-        (bounds[i], cs, ps, (max(bounds[i], start), min(bounds[i + 1], end)))
-        for i, (cs, ps) in enumerate(lower)
-        if cs
-    ]
+        cs, ps = coords[lo:hi], payloads[lo:hi]
+        if not f._clean:
+            keep = [j for j, p in enumerate(ps) if not _is_empty(p, f._default)]
+            cs, ps = [cs[j] for j in keep], [ps[j] for j in keep]
+        if cs:
+            parts.append((b0, cs, ps, (max(b0, start), min(b1, end))))
+        lo = hi
+    return parts
 
 
 def _equal_parts(f: Fiber, step: int) -> list[Part]:
@@ -521,11 +527,13 @@ def _unequal_parts(f: Fiber, sizes: list[int]) -> list[Part]:
 
 
 def _split_fiber(f: Fiber, parts: Iterable[Part]) -> Fiber:
-    upper = Fiber._make([], [], active=f.getActive(), default=f._default)
+    upper = Fiber._make([], [], active=f.getActive(), default=f._default, clean=True)
     if f._shapes is not None:
         upper._shapes = (f._shapes[0],) + f._shapes
     for part, cs, ps, active in parts:
-        lower = Fiber._make(cs, ps, active=active, default=f._default, shapes=f._shapes)
+        lower = Fiber._make(
+            cs, ps, active=active, default=f._default, shapes=f._shapes, clean=f._clean
+        )
         upper.coords.append(part)
         upper.payloads.append(lower)
     return upper

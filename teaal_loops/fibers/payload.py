@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The Fiber class, registered by teaal_loops.fibers.fiber (which imports this module): fibers
+# are never boxed, and looking the class up here once keeps boxing cheap.
+_FIBER: tuple[type, ...] = ()
+
 
 class Payload:
     """A mutable box around an immutable value (a number, or a tuple of payloads)."""
@@ -18,9 +22,7 @@ class Payload:
     value: Any
 
     def __new__(cls, value: Any = None) -> Any:
-        from teaal_loops.fibers.fiber import Fiber
-
-        if isinstance(value, Fiber):  # fibers are their own payload, as in fibertree
+        if isinstance(value, _FIBER):  # fibers are their own payload, as in fibertree
             return value
         return super().__new__(cls)
 
@@ -36,19 +38,16 @@ class Payload:
 
     @staticmethod
     def maybe_box(payload: Any) -> Any:
-        from teaal_loops.fibers.fiber import Fiber
-
-        if isinstance(payload, (Payload, Fiber)):
+        if isinstance(payload, Payload) or isinstance(payload, _FIBER):
             return payload
         return Payload(payload)
 
     @staticmethod
     def isEmpty(payload: Any, default: Any = 0) -> bool:  # noqa: N802 - fibertree's name
         """A payload is empty when it is an empty fiber or equals the default value."""
-        from teaal_loops.fibers.fiber import Fiber
-
-        if isinstance(payload, Fiber):
-            return payload.isEmpty()
+        if isinstance(payload, _FIBER):
+            fiber: Any = payload
+            return bool(fiber.isEmpty())
         return bool(Payload.get(payload) == Payload.get(default))
 
     def v(self) -> Any:

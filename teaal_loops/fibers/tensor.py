@@ -257,8 +257,17 @@ class Tensor:
                     if isinstance(p, Fiber):
                         mark(p, depth + 1)
 
-        if isinstance(self._root, Fiber):
-            mark(self._root, 0)
+        root = self._root
+        if not isinstance(root, Fiber):
+            return
+        old = root._shapes
+        if (
+            old is not None
+            and len(old) == len(shapes)
+            and all(s is None or s == o for s, o in zip(shapes, old, strict=True))
+        ):
+            return  # already annotated alike (a fiber of another tensor): nothing to add
+        mark(root, 0)
 
 
 def _depth(fiber: Fiber) -> int:

@@ -38,9 +38,9 @@ class Comparison:
         how = (
             "exactly (integers)" if self.exact else f"within rtol={self.rtol:g}, atol={self.atol:g}"
         )
-        verdict = "agree" if self.ok else f"DISAGREE at {self.mismatches} of {self.total}"
+        verdict = "agree" if self.ok else f"DISAGREE at {self.mismatches} of {self.total} entries"
         text = (
-            f"values {verdict} {how}; max abs error {self.max_abs_error:.3g}, "
+            f"{verdict} {how}; max abs error {self.max_abs_error:.3g}, "
             f"max rel error {self.max_rel_error:.3g}"
         )
         if self.worst and not self.ok:

@@ -55,25 +55,16 @@ class Recorder:
         return len(self.raw)
 
     def stamps(self) -> tuple[Stamp, ...]:
+        make = RankStamp._make
         out = []
         for einsum, indices, space, time in self.raw:
             names, space_ranks, time_ranks = self.layout[einsum]
             out.append(
                 Stamp(
-                    einsum=einsum,
-                    indices={n: _plain(c) for n, c in zip(names, indices, strict=True)},
-                    space=_ranks(space_ranks, space),
-                    time=_ranks(time_ranks, time),
+                    einsum,
+                    dict(zip(names, indices, strict=True)),
+                    tuple([make((r, p, c)) for r, (p, c) in zip(space_ranks, space, strict=True)]),
+                    tuple([make((r, p, c)) for r, (p, c) in zip(time_ranks, time, strict=True)]),
                 )
             )
         return tuple(out)
-
-
-def _ranks(names: tuple[str, ...], pairs: tuple[Any, ...]) -> tuple[RankStamp, ...]:
-    return tuple(RankStamp(r, int(p), _plain(c)) for r, (p, c) in zip(names, pairs, strict=True))
-
-
-def _plain(coord: Any) -> Any:
-    if isinstance(coord, tuple):
-        return tuple(_plain(c) for c in coord)
-    return int(coord)

@@ -1,0 +1,117 @@
+"""``teaal-loops check``: reference vs simulation (and GPU where present), exit status, messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teaal_loops.reference.execute as execute
+from teaal_loops.cli import main
+from tests.conftest import REPO
+
+SYNTH = "emptyrows:rows=300,cols=120,nnz=2500,seed=4"
+
+
+def check(capsys, *args: str) -> tuple[int, str, str]:
+    rc = main(["check", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "name", ["thread_mapped", "group_mapped", "group_mapped_block", "work_oriented", "merge_path"]
+)
+def test_check_agrees_with_the_simulation(capsys, name) -> None:
+    rc, out, err = check(
+        capsys, str(REPO / "specs" / f"{name}.yaml"), "--synthetic", SYNTH, "--reference", "auto"
+    )
+    assert rc == 0, out + err
+    assert "result: AGREE" in out
+    assert "owners (CPU simulation vs reference): agree for all" in out
+    engine = "fibertree" if execute.fibertree_available() else "builtin"
+    assert f"reference: {engine} (" in out
+
+
+def test_check_with_parameters_and_builtin_engine(capsys) -> None:
+    rc, out, _ = check(
+        capsys,
+        str(REPO / "specs" / "thread_mapped.yaml"),
+        "--synthetic",
+        SYNTH,
+        "--reference",
+        "builtin",
+        "--param",
+        "NUM_TILES=64",
+        "--param",
+        "NUM_THREADS=16",
+    )
+    assert rc == 0 and "NUM_TILES=64, NUM_THREADS=16" in out and "reference: builtin (" in out
+
+
+def test_large_matrices_use_the_numpy_oracle(capsys) -> None:
+    rc, out, _ = check(
+        capsys, str(REPO / "specs" / "merge_path.yaml"), "--synthetic", SYNTH, "--max-nnz", "100"
+    )
+    assert rc == 0
+    assert "reference: skipped" in out and "NumPy oracle" in out and "owners: not checked" in out
+
+
+def test_disagreeing_owners_exit_non_zero(capsys, monkeypatch) -> None:
+    import teaal_loops.ir as ir
+
+    real = ir.simulate
+
+    def off_by_one(bound, A, x):  # a simulation that gives atom 0 to another thread
+        sim = real(bound, A, x)
+        owner = sim.owner.copy()
+        owner[0] += 1
+        return type(sim)(y=sim.y, owner=owner, stats=sim.stats, bound=sim.bound)
+
+    monkeypatch.setattr(ir, "simulate", off_by_one)
+    rc, out, _ = check(capsys, str(REPO / "specs" / "work_oriented.yaml"), "--synthetic", SYNTH)
+    assert rc == 1
+    assert "DISAGREE for 1 of" in out and "result: DISAGREE" in out
+
+
+def test_disagreeing_values_exit_non_zero(capsys, monkeypatch) -> None:
+    import teaal_loops.ir as ir
+
+    real = ir.simulate
+
+    def wrong(bound, A, x):
+        sim = real(bound, A, x)
+        y = sim.y.copy()
+        y[np.flatnonzero(y)[0]] *= 2
+        return type(sim)(y=y, owner=sim.owner, stats=sim.stats, bound=sim.bound)
+
+    monkeypatch.setattr(ir, "simulate", wrong)
+    rc, out, _ = check(capsys, str(REPO / "specs" / "thread_mapped.yaml"), "--synthetic", SYNTH)
+    assert rc == 1 and "DISAGREE at 1 of 300 entries" in out
+
+
+def test_fibertree_requested_but_absent(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(execute, "_FIBERTREE", None)
+    monkeypatch.setattr(execute, "_FIBERTREE_ERROR", "ModuleNotFoundError: No module named 'x'")
+    rc, _, err = check(
+        capsys,
+        str(REPO / "specs" / "thread_mapped.yaml"),
+        "--synthetic",
+        SYNTH,
+        "--reference",
+        "fibertree",
+    )
+    assert rc == 2
+    assert "fibertree is not importable" in err and "--reference builtin" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.gpu
+def test_check_against_the_gpu(capsys) -> None:
+    from teaal_loops.runtime import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no CUDA device / CuPy here")
+    rc, out, _ = check(
+        capsys, str(REPO / "specs" / "merge_path.yaml"), "--synthetic", SYNTH, "--against", "gpu"
+    )
+    assert rc == 0 and "GPU float32" in out and "result: AGREE" in out
