@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.codegen import make_config
+from teaal_loops.errors import ParameterError
 from teaal_loops.ir import bind, simulate
 from teaal_loops.ir.model import MatrixShape, Schedule
 from tests.codegen import hand_schedules as hs
@@ -124,18 +125,18 @@ def test_float32_kernels_agree_with_the_reference(
     np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "IR_SEMANTICS.md is self-contradictory when S_{j+1} is not a multiple of S_j: the "
-        "digit formula d_0 = m mod S_1 (used by ir.simulate) differs from the positional rule "
-        "m = sum d_j S_j with sum_{i<j} d_i S_i < S_j (used by the kernel). Reported to the lead."
-    ),
-)
-def test_non_nested_tile_sizes_follow_one_rule() -> None:
+def test_non_nested_tile_sizes_are_refused_by_name() -> None:
+    """Where S_{j+1} is not a multiple of S_j, TeAAL's positional and coordinate readings of a
+    split disagree on owners, so binding refuses rather than pick one silently."""
     A = MATRICES["rectangular"]
-    params = {"NUM_TILES": 7, "NUM_THREADS": 3}
-    bound, x, result = _run(hs.thread_mapped(), params, A, "float64")
+    with pytest.raises(ParameterError, match="NUM_TILES = 7 is not a multiple of NUM_THREADS = 3"):
+        _run(hs.thread_mapped(), {"NUM_TILES": 7, "NUM_THREADS": 3}, A, "float64")
+
+
+def test_default_tile_sizes_nest_around_a_bound_one() -> None:
+    A = MATRICES["rectangular"]
+    bound, x, result = _run(hs.thread_mapped(), {"NUM_THREADS": 3}, A, "float64")
+    assert bound.sizes[0] % 3 == 0
     np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
 
 
