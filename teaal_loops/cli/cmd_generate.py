@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "(python -m teaal_loops generate --all -o generated)."
         ),
     )
-    p.add_argument("specs", nargs="*", metavar="SPEC", help="spec YAML file(s)")
+    p.add_argument(
+        "specs", nargs="*", metavar="SPEC", help="spec YAML file(s), or folders of them"
+    )
     p.add_argument("--all", action="store_true", help="every spec in --specs-dir, both dtypes")
     p.add_argument(
         "--specs-dir", default="specs", metavar="DIR", help="spec library for --all (default specs)"
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.specs:
         raise TeaalLoopsError("give a SPEC file (or --all)")
-    for spec in args.specs:
+    for spec in _expand(args.specs):
         for dtype in _dtypes(args.dtype or "f32"):
             name, source = gen.render_spec(
                 spec, dtype=dtype, layout=args.layout, params=params, index_bits=args.index_bits
@@ -80,6 +82,24 @@ def run(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(source)
     return 0
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """Spec files as given, folders replaced by the ``*.yaml`` specs inside them."""
+    from pathlib import Path
+
+    from teaal_loops.codegen import files as gen
+
+    specs: list[str] = []
+    for path in paths:
+        if Path(path).is_dir():
+            found = gen.spec_library(path)
+            if not found:
+                raise TeaalLoopsError(f"{path}: no *.yaml specs in this folder")
+            specs.extend(str(p) for p in found)
+        else:
+            specs.append(path)
+    return specs
 
 
 def _dtypes(choice: str) -> list[str]:

@@ -71,3 +71,11 @@ def test_generate_errors_are_one_line(
     err = capsys.readouterr().err
     assert message in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_generate_a_folder_renders_every_spec_in_it(tmp_path: Path) -> None:
+    from tests.conftest import REPO
+
+    assert main(["generate", str(REPO / "specs"), "-o", str(tmp_path)]) == 0
+    specs = sorted(p.stem for p in (REPO / "specs").glob("*.yaml"))
+    assert sorted(p.name.split(".")[0] for p in tmp_path.glob("*.cu")) == specs
