@@ -310,7 +310,14 @@ def _exec(source: str, ns: dict[str, Any], engine: str, spec: Spec) -> None:
             if frame.filename == filename:
                 where = f" at program line {frame.lineno}: {(frame.line or '').strip()}"
                 break
+        hint = ""
+        if "swizzleRanks" in where and isinstance(err, ValueError):
+            hint = (
+                " (fibertree cannot swizzle a split rank whose partition coordinate lies outside "
+                "its fiber's active range: use uniform_shape sizes that are multiples of the "
+                "size below them, or a loop order that keeps each rank's splits together)"
+            )
         raise TeaalLoopsError(
             f"the HiFiber program of {spec.name} failed on {engine}{where}: "
-            f"{type(err).__name__}: {err}"
+            f"{type(err).__name__}: {err}{hint}"
         ) from err

@@ -404,7 +404,7 @@ class _EinsumEmitter:
             self.line(
                 body,
                 f"{rank.lower()}_pos = {self.dense_pos(rank)}  # offset in the "
-                "uncompressed rank (empty rows count)",
+                "uncompressed rank (empty fibers count)",
             )
         elif pos_kind == "share":
             self.pos_var[rank] = f"{rank.lower()}_pos"
