@@ -18,25 +18,36 @@ candidate gets a cost and the cheapest wins:
 
 * group-mapped with ``G`` lanes a row (``G = 1`` is thread-mapped; 2..32 a (sub)warp; 128, 256,
   512 a thread block): ``CW * max(rows*G / resident, MIN_WAVES) + CI * ceil(max_row / G)``
-  ``(+ CB for a block group's shared-memory reduction)``;
+  ``(+ CB for a block group's shared-memory reduction, - CT for thread-mapped, which reduces
+  nothing)``;
 * work-oriented (equal nonzeros a thread, atomics for split rows, y zeroed first):
   ``CF0 + CFS * log2(rows) + CFW * nnz / resident`` (the zeroing launch, the per-thread binary
   search, the streaming).
 
 **Throughput regime** (large matrices, bandwidth-bound):
 
-* skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean)
-  -> merge-path with ``ITEMS_PER_THREAD = LARGE_ITEMS`` (equal rows + nonzeros per thread;
-  empty rows cost an item, not a stall);
-* otherwise group-mapped with about ``LANE_WORK`` nonzeros per lane: ``G`` = the power of two
-  nearest below ``mean / LANE_WORK``, in 2..32, or a block group (up to 512) for longer rows.
+* skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean):
+  a warp a row costs at least the critical path of the longest row,
+  ``CRIT_STEP * ceil(max_row / 32)``; work-oriented with ``LARGE_WORK`` nonzeros a thread costs
+  about ``FLAT_PS_PER_BYTE`` picoseconds per compulsory byte (its per-thread chunks do not
+  coalesce).
+  ``T1a``: the warp when its critical path is the shorter, ``T1b``: work-oriented otherwise;
+* otherwise (``T2``) group-mapped with about ``LANE_WORK`` nonzeros a lane (``G`` = the power of
+  two nearest below ``mean / LANE_WORK``, a block group past 32 lanes, up to 512), but at least
+  ``MIN_LARGE_GROUP`` lanes for rows of ``2 * LANE_WORK`` or more.
 
 Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (latency-regime cost
-model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen whose
-``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
+model), ``T1a`` / ``T1b`` (skewed, large), ``T2`` (regular, large). A group is never chosen
+whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
 
-The constants were fitted to measured device times of every library variant on the corpus
-(BENCHMARKS.md has the run): only the ratios matter, the units are roughly microseconds.
+Where the constants come from (BENCHMARKS.md has the runs, on an H200): the latency model was
+fitted to the device times of every library variant on the corpus in float64 (run 1) and then
+held within 10% of the best on 77 of 78 corpus cases of two later runs (float32 and float64);
+``CT`` was added after them (78 of 78, in-sample). The throughput rules come from the four large
+classes of run 2: ``LANE_WORK`` and ``MIN_LARGE_GROUP`` from banded and uniform, ``CRIT_STEP``
+(a warp's time on rmat and longrows over its longest row's steps) and ``FLAT_PS_PER_BYTE``
+(work-oriented's effective rate there): in-sample, to be confirmed by the next run. Only the
+ratios matter; the units are roughly microseconds.
 """
 
 from __future__ import annotations
@@ -60,13 +71,17 @@ MIN_WAVES = 0.25  # a launch costs at least this much of a wave, however few thr
 CF0 = 5.0  # work-oriented: zeroing y (a second launch) and fixed costs
 CFS = 0.3  # ... one step of its per-thread binary search for the first row
 CFW = 1.0  # ... one wave of nonzeros
+CT = 0.25  # thread-mapped has no reduction across lanes
 FLAT_WORK = 8  # work-oriented nonzeros a thread in the latency regime
 # Throughput regime.
 HIGH_CV = 2.0
 LONG_ROW = 1024
 SKEW = 32.0
-LARGE_ITEMS = 32  # merge items a thread for large skewed matrices
-LANE_WORK = 4  # nonzeros a lane for large regular matrices
+CRIT_STEP = 0.42  # us a step of a warp's slowest lane on a large matrix (measured)
+FLAT_PS_PER_BYTE = 2.0  # work-oriented on large skewed matrices: ~500 GB/s effective (measured)
+LARGE_WORK = 32  # work-oriented nonzeros a thread for large skewed matrices
+LANE_WORK = 8  # nonzeros a lane for large regular matrices
+MIN_LARGE_GROUP = 4
 INT32_MAX = 2**31 - 1
 
 GROUP_SIZES = (1, 2, 4, 8, 16, 32, 128, 256, 512)
@@ -76,7 +91,6 @@ BLOCK_SPEC = "group_mapped_block"  # specs/group_mapped_block.yaml: uniform_occu
 WARP_GROUP_PARAM = "BLOCK_SIZE"
 BLOCK_GROUP_PARAM = "GROUP"
 WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
-MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
 
 
 class MatrixStats(Protocol):
@@ -136,7 +150,8 @@ def resident_threads(device: DeviceInfo | None) -> int:
 def group_cost(group: int, rows: int, max_row: int, resident: int) -> float:
     """Latency-regime cost of ``group`` lanes a row (module docstring)."""
     waves = max(rows * group / resident, MIN_WAVES)
-    return CW * waves + CI * math.ceil(max_row / group) + (CB if group > 32 else 0.0)
+    extra = CB if group > 32 else (-CT if group == 1 else 0.0)
+    return CW * waves + CI * math.ceil(max_row / group) + extra
 
 
 def flat_cost(rows: int, nnz: int, resident: int) -> float:
@@ -184,19 +199,29 @@ def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
 def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> AutoChoice:
     skew = longest / mean if mean else 0.0
     if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
+        critical = CRIT_STEP * math.ceil(longest / 32)
+        streaming = FLAT_PS_PER_BYTE * 1e-6 * (8 * nnz + 12 * rows)  # float32 compulsory bytes
+        shape = f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest})"
+        if critical <= streaming and rows * 32 <= INT32_MAX:
+            return group_choice(
+                32, "T1a",
+                f"{shape}: a warp a row, its longest row ~{critical:.0f} us < streaming "
+                f"~{streaming:.0f} us",
+            )
         return AutoChoice(
-            ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: LARGE_ITEMS}, "T1",
-            f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest} = {skew:.0f}x "
-            f"the mean): merge-path, {LARGE_ITEMS} items a thread",
+            ScheduleKind.WORK_ORIENTED, WORK_SPEC, {WORK_PARAM: LARGE_WORK}, "T1b",
+            f"{shape}: work-oriented, {LARGE_WORK} nonzeros a thread (a warp a row would take "
+            f"~{critical:.0f} us on the longest row)",
         )
     group = max(2, _pow2_floor(mean / LANE_WORK))
+    if mean >= 2 * LANE_WORK:
+        group = max(group, MIN_LARGE_GROUP)
     group = group if group <= 32 else min(512, group)
     while group > 2 and rows * group > INT32_MAX:
         group //= 2
     return group_choice(
         group, "T2",
-        f"{nnz} nonzeros in regular rows (mean {mean:.1f}, cv {cv:.2f}): {group} lanes a row, "
-        f"about {LANE_WORK} nonzeros a lane",
+        f"{nnz} nonzeros in regular rows (mean {mean:.1f}, cv {cv:.2f}): {group} lanes a row",
     )
 
 

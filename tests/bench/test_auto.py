@@ -44,21 +44,29 @@ def test_empty_matrix_is_thread_mapped() -> None:
     assert auto.choose(stats(0, 0)).rule == "R0"
 
 
-def test_large_skewed_matrices_take_merge_path() -> None:
-    for s in (stats(1 << 22, 1 << 27, max_row=1_000_000, cv=1.5),  # a few huge rows
-              stats(1 << 23, 156_000_000, max_row=900, cv=5.0)):  # power law
-        choice = auto.choose(s, H200)
-        assert choice.rule == "T1"
-        assert choice.label == f"merge_path[ITEMS_PER_THREAD={auto.LARGE_ITEMS}]"
+def test_large_skewed_matrices_weigh_the_longest_row_against_streaming() -> None:
+    # rows of ~1M nonzeros: a warp a row would take ~29k steps; stream the nonzeros instead
+    huge = auto.choose(stats(1 << 22, 1 << 27, max_row=1_000_000, cv=160.0), H200)
+    assert huge.rule == "T1b"
+    assert huge.label == f"work_oriented[WORK_PER_THREAD={auto.LARGE_WORK}]"
+    # a power law whose longest row is short enough for one warp
+    power = auto.choose(stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5), H200)
+    assert power.rule == "T1a" and power.label == "group_mapped[BLOCK_SIZE=32]"
+    # the crossover is where the critical path equals the streaming estimate
+    nnz, rows = 156_000_000, 1 << 23
+    crossover = auto.FLAT_PS_PER_BYTE * 1e-6 * (8 * nnz + 12 * rows) / auto.CRIT_STEP * 32
+    below = auto.choose(stats(rows, nnz, max_row=int(crossover * 0.9), cv=10.0), H200)
+    above = auto.choose(stats(rows, nnz, max_row=int(crossover * 1.1), cv=10.0), H200)
+    assert (below.rule, above.rule) == ("T1a", "T1b")
 
 
 def test_large_regular_matrices_give_each_lane_a_few_nonzeros() -> None:
     banded = auto.choose(stats(1 << 23, 32 << 23, cv=0.0), H200)
-    assert banded.rule == "T2" and banded.params == {"BLOCK_SIZE": 32 // auto.LANE_WORK}
+    assert banded.rule == "T2" and group_of(banded) == 32 // auto.LANE_WORK
     uniform = auto.choose(stats(1 << 23, 16 << 23, max_row=40, cv=0.25), H200)
-    assert group_of(uniform) == 16 // auto.LANE_WORK
+    assert group_of(uniform) == auto.MIN_LARGE_GROUP
     wide = auto.choose(stats(20_000, 20_000 * 3000, max_row=3100, cv=0.01), H200)
-    assert wide.spec == auto.BLOCK_SPEC and group_of(wide) == 512
+    assert wide.spec == auto.BLOCK_SPEC and group_of(wide) == 256
 
 
 @settings(max_examples=40, deadline=None)
@@ -129,6 +137,11 @@ def test_costs_name_every_candidate_and_the_choice_is_the_cheapest() -> None:
     table = auto.costs(s, H200)
     assert "thread_mapped" in table and "group_mapped_block[GROUP=512]" in table
     assert auto.choose(s, H200).label == min(table, key=lambda k: table[k])
+    # thread-mapped is a one-lane group without the reduction
+    one = auto.group_cost(1, 30_000, 500, RESIDENT)
+    assert table["thread_mapped"] == pytest.approx(one)
+    assert one == pytest.approx(auto.CW * max(30_000 / RESIDENT, auto.MIN_WAVES)
+                                + auto.CI * 500 - auto.CT)
 
 
 def test_label_names_the_spec_and_its_sorted_parameters() -> None:
