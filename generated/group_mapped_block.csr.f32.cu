@@ -48,6 +48,13 @@ struct Layout {
   }
   __device__ __forceinline__ index_t atom_col(offset_t a) const { return __ldg(indices + a); }
   __device__ __forceinline__ value_t atom_val(offset_t a) const { return __ldg(values + a); }
+  // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
+  // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
+  __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
+                                                  const value_t* __restrict__ x) const {
+    (void)t;
+    return atom_val(a) * __ldg(x + atom_col(a));
+  }
 
   // The tile holding atom a (0 <= a < nnz): the last t with tile_begin(t) <= a, so empty
   // tiles before it are skipped. Binary search over the tile ends.
