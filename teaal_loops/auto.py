@@ -217,7 +217,7 @@ def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> Au
     if mean >= 2 * LANE_WORK:
         group = max(group, MIN_LARGE_GROUP)
     group = group if group <= 32 else min(512, group)
-    while group > 2 and rows * group > INT32_MAX:
+    while group > 1 and rows * group > INT32_MAX:  # past 2**30 rows: down to a thread a row
         group //= 2
     return group_choice(
         group, "T2",

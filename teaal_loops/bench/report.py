@@ -147,7 +147,10 @@ def _variant_table(cases: list[dict[str, Any]]) -> list[str]:
     if not labels:
         return []
     lines = [
-        "### Device time of every variant (us; * best, a auto, ! invalid, c capped repetitions)",
+        "### Device time of every variant",
+        "",
+        "Microseconds; * best, a auto, ! invalid, c capped repetitions, skip: not launched "
+        "(see the JSON).",
         "",
         "| matrix | " + " | ".join(labels) + " |",
         "|---|" + "---|" * len(labels),
@@ -163,6 +166,9 @@ def _variant_table(cases: list[dict[str, Any]]) -> list[str]:
                 continue
             if "error" in r:
                 cells.append("err")
+                continue
+            if "skipped" in r:
+                cells.append("skip")
                 continue
             mark = ("*" if label == best else "") + ("a" if r.get("auto") else "")
             mark += ("!" if not r.get("valid") else "") + ("c" if r.get("capped") else "")

@@ -37,7 +37,14 @@ TARGET_DTYPE = "float32"
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(Path(path).read_text())
+    """A results document from ``.json`` or gzip-compressed ``.json.gz``."""
+    p = Path(path)
+    if p.name.endswith(".gz"):
+        import gzip
+
+        doc: dict[str, Any] = json.loads(gzip.decompress(p.read_bytes()).decode())
+    else:
+        doc = json.loads(p.read_text())
     return doc
 
 

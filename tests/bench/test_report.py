@@ -84,6 +84,16 @@ def test_cli_regenerates_reports_from_json_without_a_gpu(tmp_path: Path) -> None
     assert png.stat().st_size > 0
 
 
+def test_reports_read_gzipped_results(tmp_path: Path) -> None:
+    import gzip
+
+    from teaal_loops.bench import load
+
+    path = tmp_path / "r.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document()).encode()))
+    assert load(path)["device"]["name"] == "NVIDIA H100 80GB HBM3"
+
+
 def test_cli_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                ) -> None:
     assert main(["bench", "--suite", "large", "--large-scale", "3"]) == 2
