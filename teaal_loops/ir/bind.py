@@ -156,8 +156,7 @@ def bind(
         total = workers * group
         tpb = group if group > threads else threads
         launch = Launch(blocks=ceil_div(total, tpb) if total else 0, threads_per_block=tpb)
-        if workers * group > INT32_MAX * 4:
-            raise ParameterError(f"{workers} workers x {group} lanes is too many GPU threads")
+        _check_thread_count(schedule, workers * group, f"{workers} workers x {group} lanes")
         return BoundSchedule(
             schedule=schedule,
             matrix=shape,
@@ -176,6 +175,7 @@ def bind(
     if per_thread < 1:
         raise ParameterError(f"{_name(schedule.work_per_thread)} must be positive")
     workers = ceil_div(work, per_thread)
+    _check_thread_count(schedule, workers, f"{workers} chunks of {per_thread}")
     return BoundSchedule(
         schedule=schedule,
         matrix=shape,
@@ -185,6 +185,16 @@ def bind(
         work_per_thread=per_thread,
         index_bits=bits,
     )
+
+
+def _check_thread_count(schedule: Schedule, threads: int, what: str) -> None:
+    """Thread ids are 32-bit in the kernels: refuse a launch they cannot number."""
+    if threads > INT32_MAX:
+        names = ", ".join(sorted(schedule.params)) or "the schedule's sizes"
+        raise ParameterError(
+            f"{what} is {threads} GPU threads, more than a 32-bit thread id can number "
+            f"(2**31 - 1); bind larger tiles or chunks ({names})"
+        )
 
 
 def _given(schedule: Schedule, size: int | str, values: Mapping[str, int | None]) -> int | None:

@@ -229,3 +229,13 @@ def test_flatten_listed_after_its_split_still_lowers() -> None:
         SPMV_HEAD % ("      MK: [uniform_occupancy(A.W)]\n      (M, K): [flatten()]", "MK1", "MK0")
     )
     assert lower(spec).kind == ScheduleKind.WORK_ORIENTED
+
+
+def test_launches_beyond_32_bit_thread_ids_are_refused_naming_the_sizes() -> None:
+    group = lower(load_spec(REPO / "specs" / "group_mapped.yaml"), params={"BLOCK_SIZE": 32})
+    with pytest.raises(ParameterError, match=r"more than a 32-bit thread id .*BLOCK_SIZE"):
+        bind(group, MatrixShape(rows=2**27, cols=2**27, nnz=2**28))
+    work = lower(load_spec(REPO / "specs" / "work_oriented.yaml"), params={"WORK_PER_THREAD": 1})
+    with pytest.raises(ParameterError, match="WORK_PER_THREAD"):
+        bind(work, MatrixShape(rows=10, cols=10, nnz=2**31 + 5))
+    assert bind(work, MatrixShape(rows=10, cols=10, nnz=2**31 - 1)).workers == 2**31 - 1
