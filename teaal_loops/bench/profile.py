@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> None:
     from teaal_loops.auto import library_dir
     from teaal_loops.bench.harness import BenchOptions, _Runner
     from teaal_loops.bench.suite import build_suite
-    from teaal_loops.runtime import backend
-    from teaal_loops.runtime import compile as compile_kernel
+    from teaal_loops.runtime import backend, compile_for
 
     cp = backend.cupy_module()
     suites = ["large"] + (["corpus"] if args.corpus_dir else [])
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> None:
           file=sys.stderr)
     for label in args.variant:
         name, params = parse_label(label)
-        kernel = compile_kernel(library_dir() / f"{name}.yaml", dtype=args.dtype, params=params)
+        kernel = compile_for(library_dir() / f"{name}.yaml", A, dtype=args.dtype, params=params)
         prepared = kernel.prepare(A)
         y = kernel.new_output(prepared)
         for _ in range(args.launches):

@@ -143,7 +143,7 @@ def _vector_without_zeros(n: int, seed: int) -> Any:
 def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) -> tuple[Any, ...]:
     from teaal_loops import runtime
 
-    kernel = runtime.compile(args.spec, dtype=DTYPES[args.dtype], params=params)
+    kernel = runtime.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
     runtime.cupy_module()  # no GPU: one clear line (DeviceError)
     prepared = kernel.prepare(A)
     y = kernel(prepared, x).get()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from teaal_loops.cli.common import (
@@ -33,7 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_matrix_options(p, required=True)
     add_dtype_option(p)
     add_param_option(p)
-    p.add_argument("--layout", default="csr", help="sparse layout (default csr)")
+    p.add_argument(
+        "--layout", default=None, help="sparse layout (default: the spec's format, else csr)"
+    )
+    p.add_argument(
+        "--schedule",
+        choices=["spec", "auto"],
+        default="spec",
+        help="spec: the spec's own mapping (default); auto: choose the schedule and its "
+        "parameters from the matrix's row statistics",
+    )
     p.add_argument("--validate", action="store_true", help="count errors against SciPy float64")
     p.add_argument("--rigorous", action="store_true", help="Wilkinson-bound validation")
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed launches (20)")
@@ -46,15 +56,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from teaal_loops import runtime
     from teaal_loops.runtime import timing, validation
+    from teaal_loops.spec import load_spec
+    from teaal_loops.spec.model import Extensions
 
     if args.repeat < 1 or args.warmup < 0:
         raise ParameterError("--repeat must be at least 1 and --warmup at least 0")
     dtype = DTYPES[args.dtype]
-    kernel = runtime.compile(
-        args.spec, layout=args.layout, dtype=dtype, params=parse_params(args.param)
-    )
+    params = parse_params(args.param)
+    spec = load_spec(args.spec)
+    if args.schedule == "auto":
+        spec = dataclasses.replace(
+            spec, extensions=dataclasses.replace(spec.extensions or Extensions(), schedule="auto")
+        )
+    # Compile (and so validate spec, layout and parameters) before touching the GPU.
+    kernel = runtime.compile(spec, layout=args.layout, dtype=dtype, params=params)
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
     name, A = load_matrix_from_args(args)
+    if isinstance(kernel, runtime.AutoKernel):
+        chooser = kernel
+        kernel = chooser.kernel_for(A)
+        choice = chooser.last_choice
+        print(f"Auto: {choice.label} (rule {choice.rule}): {choice.reason}")
     prepared = kernel.prepare(A)
     shape = prepared.shape
     print(f"Matrix: {name}")

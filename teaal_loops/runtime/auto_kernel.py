@@ -1,0 +1,57 @@
+"""``schedule: auto``: a kernel whose schedule is chosen per matrix.
+
+A spec that says ``x-teaal-loops: {schedule: auto}`` (or ``teaal-loops run --schedule auto``)
+keeps its einsum but lets :mod:`teaal_loops.auto` pick the mapping from cheap statistics of each
+matrix it meets: the chosen library spec (``specs/*.yaml``) is compiled once per choice and
+reused. The choice and its reason are on :attr:`AutoKernel.last_choice`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.runtime.kernel import Kernel, PreparedMatrix
+
+
+class AutoKernel:
+    def __init__(self, spec: Any, *, dtype: object = "float32", layout: str | None = None) -> None:
+        from teaal_loops.ir import recognise_spmv
+
+        recognise_spmv(spec)  # auto still needs an SpMV einsum: refuse anything else now
+        self.spec = spec
+        self.dtype = dtype
+        self.layout = layout
+        self.last_choice: Any = None
+        self._kernels: dict[tuple[str, tuple[tuple[str, int], ...]], Kernel] = {}
+
+    def kernel_for(self, A: Any) -> Kernel:
+        """The kernel ``auto`` picks for matrix ``A`` (compiled on first use)."""
+        from teaal_loops import auto
+        from teaal_loops.ir import lower
+        from teaal_loops.spec import load_spec
+
+        path, choice = auto.resolve(self.spec, A)
+        self.last_choice = choice
+        key = (choice.spec, tuple(sorted(choice.params.items())))
+        if key not in self._kernels:
+            schedule = lower(load_spec(path), params=dict(choice.params), layout=self.layout)
+            self._kernels[key] = Kernel(schedule, dtype=self.dtype, layout=self.layout)
+        return self._kernels[key]
+
+    def prepare(self, A: Any) -> PreparedMatrix:
+        return self.kernel_for(A).prepare(A)
+
+    def __call__(self, A: Any, x: Any, *, out: Any = None) -> Any:
+        if isinstance(A, PreparedMatrix):
+            raise TeaalLoopsError("an auto kernel chooses per matrix: pass the matrix itself")
+        return self.kernel_for(A)(A, x, out=out)
+
+    def trace(self, A: Any, x: Any) -> Any:
+        return self.kernel_for(A).trace(A, x)
+
+    @property
+    def source(self) -> str:
+        raise TeaalLoopsError(
+            "schedule auto: the source depends on the matrix; use kernel.kernel_for(A).source"
+        )
