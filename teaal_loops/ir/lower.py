@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
-from teaal_loops.ir.layouts import layout_from_format, layout_semantics
+from teaal_loops.ir.layouts import canonical_layout, layout_from_format, layout_semantics
 from teaal_loops.ir.model import (
     Combine,
     GpuLevel,
@@ -62,6 +62,8 @@ class SpmvShape:
     vector: str
     row_rank: str  # the matrix rank the output keeps (M)
     col_rank: str  # the contracted rank (K)
+    row_var: str  # their index variables in the einsum (m, k)
+    col_var: str
     matrix_rank_order: tuple[str, ...]
 
 
@@ -133,6 +135,8 @@ def _spmv_roles(spec: Spec, e: Einsum) -> SpmvShape | None:
         vector=vec.tensor,
         row_rank=declared[mat_vars.index(m_var)],
         col_rank=declared[mat_vars.index(k_var)],
+        row_var=m_var,
+        col_var=k_var,
         matrix_rank_order=order,
     )
 
@@ -281,9 +285,10 @@ def _roles(spec: Spec, shape: SpmvShape, layout: str | None) -> Roles:
         or ("csr" if shape.matrix_rank_order == (shape.row_rank, shape.col_rank) else "csc")
     )
     semantics = layout_semantics(chosen)
+    chosen = canonical_layout(chosen)  # "BCSR:4" -> "bcsr:4x4"; a bad option fails here
     if semantics.column_major:
-        return Roles(shape, chosen.lower(), shape.col_rank, shape.row_rank, scatter=True)
-    return Roles(shape, chosen.lower(), shape.row_rank, shape.col_rank, scatter=False)
+        return Roles(shape, chosen, shape.col_rank, shape.row_rank, scatter=True)
+    return Roles(shape, chosen, shape.row_rank, shape.col_rank, scatter=False)
 
 
 def _tile_rank_names(tile: str, depth: int) -> list[str]:
