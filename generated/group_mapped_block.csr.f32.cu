@@ -66,6 +66,25 @@ struct Layout {
     }
     return lo;
   }
+
+  // Accumulator contract (thread-mapped, work-oriented): a row's partial sum is one value,
+  // stored whole by the thread that holds the entire row, else added atomically.
+  typedef value_t Acc;
+  __device__ __forceinline__ Acc acc_zero() const { return 0; }
+  __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
+                                             const value_t* __restrict__ x,
+                                             value_t* __restrict__ y) const {
+    (void)y;
+    acc += atom_product(t, a, x);
+  }
+  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+                                             const Acc& acc) const {
+    y[t] = acc;
+  }
+  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+                                              const Acc& acc) const {
+    atomicAdd(y + t, acc);
+  }
 };
 
 // Sum of v over the WIDTH lanes of an aligned (sub)warp segment; `mask` names exactly those

@@ -64,12 +64,32 @@ struct Layout {
     }
     return lo;
   }
+
+  // Accumulator contract (thread-mapped, work-oriented): a row's partial sum is one value,
+  // stored whole by the thread that holds the entire row, else added atomically.
+  typedef value_t Acc;
+  __device__ __forceinline__ Acc acc_zero() const { return 0; }
+  __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
+                                             const value_t* __restrict__ x,
+                                             value_t* __restrict__ y) const {
+    (void)y;
+    acc += atom_product(t, a, x);
+  }
+  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+                                             const Acc& acc) const {
+    y[t] = acc;
+  }
+  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+                                              const Acc& acc) const {
+    atomicAdd(y + t, acc);
+  }
 };
 
 // ---- Schedule: thread-mapped -------------------------------------------------------------
-// One worker is one thread: it owns every row its digits select and every nonzero of those
-// rows, summed sequentially and stored once (combine STORE: y needs no zeroing; every row,
-// empty rows included, is written by its owner).
+// One worker is one thread: it owns every tile its digits select and every atom of those
+// tiles, accumulated sequentially and stored once (combine STORE: y needs no zeroing; every
+// tile, empty tiles included, is written by its owner). A layout whose tiles scatter into
+// many output rows adds each update atomically instead (combine ATOMIC: y is zeroed first).
 // Row m has digits d_n = m / S_n, d_j = (m mod S_{j+1}) / S_j, d_0 = m mod S_1 (depth 2).
 
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_thread_mapped(
@@ -102,15 +122,15 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_thr
       m += d1 * S1;
       bool inside2 = m < S2;
       m += d2 * S2;
-      if (inside2 && m < rows) {
+      if (inside2 && m < A.num_tiles()) {
         const offset_t end = A.tile_end(m);
-        value_t sum = 0;
+        Layout::Acc acc = A.acc_zero();
         #pragma unroll 4
         for (offset_t a = A.tile_begin(m); a < end; ++a) {
-          sum += A.atom_val(a) * __ldg(x + A.atom_col(a));
+          A.accumulate(acc, m, a, x, y);
           if (TEAAL_TRACE) owner[a] = (int)tid;
         }
-        y[m] = sum;
+        A.store_tile(y, m, acc);
       }
     }
   }

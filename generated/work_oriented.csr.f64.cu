@@ -62,6 +62,25 @@ struct Layout {
     }
     return lo;
   }
+
+  // Accumulator contract (thread-mapped, work-oriented): a row's partial sum is one value,
+  // stored whole by the thread that holds the entire row, else added atomically.
+  typedef value_t Acc;
+  __device__ __forceinline__ Acc acc_zero() const { return 0; }
+  __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
+                                             const value_t* __restrict__ x,
+                                             value_t* __restrict__ y) const {
+    (void)y;
+    acc += atom_product(t, a, x);
+  }
+  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+                                             const Acc& acc) const {
+    y[t] = acc;
+  }
+  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+                                              const Acc& acc) const {
+    atomicAdd(y + t, acc);
+  }
 };
 
 #define TEAAL_STAGED_ROWS (TEAAL_BLOCK_THREADS * 8)  // rows whose boundaries fit in shared memory
@@ -80,8 +99,8 @@ struct RowBounds {
   }
 };
 
-// The row holding atom a among rows [lo, hi]: the last r with tile_begin(r) <= a, so empty rows
-// before it are skipped.
+// The tile holding atom a among tiles [lo, hi]: the last r with tile_begin(r) <= a, so empty
+// tiles before it are skipped.
 __device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset_t lo,
                                                  offset_t hi, offset_t a) {
   while (lo < hi) {
@@ -92,11 +111,12 @@ __device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset
 }
 
 // ---- Schedule: work-oriented -------------------------------------------------------------
-// Chunk c = thread c owns atoms c*WPT .. min((c+1)*WPT, nnz) - 1 and walks them in order,
-// tracking the current row. A row whose atoms all lie in the chunk is stored; a row split
-// across chunks gets one atomicAdd from each chunk holding part of it (combine ATOMIC: the
-// caller zeroes y, so empty rows read 0). The block first finds the rows its chunks span and
-// stages their boundaries in shared memory, where each thread then searches and walks.
+// Chunk c = thread c owns atoms c*WPT .. min((c+1)*WPT, atoms) - 1 and walks them in order,
+// tracking the current tile (a row, for row layouts). A tile whose atoms all lie in the chunk
+// is stored; a tile split across chunks gets one atomic update from each chunk holding part
+// of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0). The block first finds
+// the tiles its chunks span and stages their boundaries in shared memory, where each thread
+// then searches and walks.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_work_oriented(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -111,20 +131,22 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
   const Layout A{rows, cols, nnz, indptr, indices, values};
+  const offset_t tiles = A.num_tiles();
+  const offset_t atoms = A.num_atoms();
   __shared__ offset_t block_rows[2];
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   // This block's atoms [block_begin, block_end); 64-bit because TPB * WPT may exceed offset_t.
   const long long block_atoms = (long long)TEAAL_BLOCK_THREADS * work_per_thread;
-  const long long block_first = (long long)blockIdx.x * block_atoms;  // < nnz
+  const long long block_first = (long long)blockIdx.x * block_atoms;  // < atoms
   const offset_t block_begin = (offset_t)block_first;
-  const offset_t block_end = (offset_t)(nnz - block_first < block_atoms ? nnz
-                                                                        : block_first + block_atoms);
+  const offset_t block_end = (offset_t)(atoms - block_first < block_atoms ? atoms
+                                                                          : block_first + block_atoms);
   const RowBounds global_rows{A, nullptr, 0, false};
-  if (threadIdx.x == 0) block_rows[0] = teaal_row_of(global_rows, 0, rows - 1, block_begin);
+  if (threadIdx.x == 0) block_rows[0] = teaal_row_of(global_rows, 0, tiles - 1, block_begin);
   if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
-    block_rows[1] = teaal_row_of(global_rows, 0, rows - 1, block_end - 1);
+    block_rows[1] = teaal_row_of(global_rows, 0, tiles - 1, block_end - 1);
   __syncthreads();
-  // Rows block_rows[0] .. block_rows[1] hold every atom of this block.
+  // Tiles block_rows[0] .. block_rows[1] hold every atom of this block.
   __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
   const offset_t row_count = block_rows[1] - block_rows[0] + 1;
   const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
@@ -138,29 +160,29 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
 
   if (tid >= workers) return;  // (after the block-wide barrier)
 
-  const offset_t first = tid * work_per_thread;  // < nnz because tid < ceil(nnz / WPT)
-  const offset_t last = (nnz - first < work_per_thread) ? nnz : first + work_per_thread;
+  const offset_t first = tid * work_per_thread;  // < atoms because tid < ceil(atoms / WPT)
+  const offset_t last = (atoms - first < work_per_thread) ? atoms : first + work_per_thread;
   offset_t row = teaal_row_of(bounds, block_rows[0], block_rows[1], first);
   offset_t row_begin = bounds.begin(row);
   offset_t row_end = bounds.end(row);
   offset_t a = first;
   while (true) {
-    while (row_end <= a) {  // skip empty rows
+    while (row_end <= a) {  // skip empty tiles
       ++row;
       row_begin = row_end;
       row_end = bounds.end(row);
     }
     const offset_t stop = row_end < last ? row_end : last;
-    value_t sum = 0;
+    Layout::Acc acc = A.acc_zero();
     #pragma unroll 4
     for (; a < stop; ++a) {
-      sum += A.atom_val(a) * __ldg(x + A.atom_col(a));
+      A.accumulate(acc, row, a, x, y);
       if (TEAAL_TRACE) owner[a] = (int)tid;
     }
     if (row_begin >= first && row_end <= last) {
-      y[row] = sum;  // the whole row is in this chunk
+      A.store_tile(y, row, acc);  // the whole tile is in this chunk
     } else {
-      atomicAdd(y + row, sum);  // split row: one contribution per chunk
+      A.atomic_tile(y, row, acc);  // split tile: one contribution per chunk
     }
     if (a >= last) break;
     ++row;

@@ -159,6 +159,17 @@ def resolve_group_size(schedule: Schedule, bound: BoundSchedule | None = None) -
     return value
 
 
+def _canonical_layout(name: str) -> str:
+    """``BCSR:4`` -> ``bcsr:4x4`` for layouts lowering knows; others (codegen-only) lower-cased."""
+    from teaal_loops.errors import LayoutError
+    from teaal_loops.ir.layouts import canonical_layout
+
+    try:
+        return canonical_layout(name)
+    except LayoutError:
+        return name.strip().lower()
+
+
 def make_config(
     schedule: Schedule,
     *,
@@ -172,8 +183,8 @@ def make_config(
     With ``bound`` the group size and the index width come from the binding (the runtime path);
     without it they come from the schedule's bound parameters (the ``generate`` path).
     """
-    layout_name = (layout or schedule.layout).lower()
-    layout_entry(layout_name)  # unknown layouts fail here, with the supported list
+    layout_name = _canonical_layout(layout or schedule.layout)
+    layout_entry(layout_name).options_for(layout_name)  # unknown layouts, bad options fail here
     if bound is not None:
         index_bits = bound.index_bits
     group_size = resolve_group_size(schedule, bound)

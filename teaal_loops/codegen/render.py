@@ -10,6 +10,7 @@ wheel) or, in a source checkout, from the repository's top-level ``templates/``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
@@ -32,10 +33,29 @@ def template_dir() -> Path:
     )
 
 
+class _UserTemplateLoader(jinja2.BaseLoader):
+    """Macro files of user-defined layouts: the folders registered at run time
+    (:func:`teaal_loops.codegen.registry.register_layout_entry`), searched in order."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool] | None]:
+        from teaal_loops.codegen.registry import USER_TEMPLATE_DIRS
+
+        for folder in USER_TEMPLATE_DIRS:
+            try:
+                return jinja2.FileSystemLoader(str(folder)).get_source(environment, template)
+            except jinja2.TemplateNotFound:
+                continue
+        raise jinja2.TemplateNotFound(template)
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(str(template_dir())), _UserTemplateLoader()]
+        ),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -107,6 +127,20 @@ def header_lines(cfg: KernelConfig) -> list[str]:
     return lines
 
 
+def layout_module(layout: str) -> jinja2.Template:
+    """The layout's macro file compiled with its option's constants as ``layout_options``
+    (``bcsr:4x4`` -> ``{"R": 4, "C": 4}``); schedules ``{% import %}`` it as ``layout``."""
+    env = environment()
+    entry = layout_entry(layout)
+    options = entry.options_for(layout)
+    assert env.loader is not None
+    source, filename, _ = env.loader.get_source(env, entry.macro_file)
+    code = env.compile(source, entry.macro_file, filename)
+    return env.template_class.from_code(
+        env, code, env.make_globals({"layout_options": options}), None
+    )
+
+
 def render(cfg: KernelConfig) -> str:
     """CUDA source of one kernel; deterministic in ``cfg``."""
     env = environment()
@@ -123,7 +157,7 @@ def render(cfg: KernelConfig) -> str:
         "tpb": cfg.threads_per_block,
         "G": cfg.group_size,
         "params": params,
-        "layout_macros": layout_entry(cfg.layout).macro_file,
+        "layout_macros": layout_module(cfg.layout),
         "depth": cfg.tiling_depth,
         "space_levels": tuple(tiling.space_levels) if tiling is not None else (),
         "time_levels": tuple(tiling.time_levels) if tiling is not None else (),

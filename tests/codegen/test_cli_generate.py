@@ -60,7 +60,9 @@ def test_generate_all_matches_expected_files(tmp_path: Path) -> None:
         (["generate"], "give a SPEC"),
         (["generate", "--all", "x.yaml"], "takes no SPEC"),
         (["generate", str(SPECS / "thread_mapped.yaml"), "--layout", "hyb"], "unknown layout"),
-        (["generate", str(SPECS / "thread_mapped.yaml"), "--layout", "ell"], "supported: csr"),
+        (["generate", str(SPECS / "group_mapped.yaml"), "--layout", "bcsr"],
+         "layout bcsr:2x2 (block rows) supports thread_mapped, work_oriented"),
+        (["generate", str(SPECS / "thread_mapped.yaml"), "--layout", "bcsr:3y"], "block shape"),
         (["generate", str(SPECS / "thread_mapped.yaml"), "--param", "NUM_THREADS=x"], "integer"),
     ],
 )
