@@ -27,6 +27,7 @@ typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 256
 #define TEAAL_GROUP_SIZE 256
+#define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -143,13 +144,26 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
     // The digits name a real row when each level stays inside its parent tile.
     offset_t m = d0;
     m += d1 * S1;
-    if (m < rows) {
-      const offset_t begin = A.tile_begin(m);
+    if (m < A.num_tiles()) {
       const offset_t end = A.tile_end(m);
       value_t sum = 0;
-      #pragma unroll 2
-      for (offset_t a = begin + lane; a < end; a += TEAAL_GROUP_SIZE) {  // time rank K1
-        sum += A.atom_val(a) * __ldg(x + A.atom_col(a));
+      offset_t a = A.tile_begin(m) + lane;  // time rank K1: a = begin + lane + k1 * G
+      // TEAAL_UNROLL steps of K1 at once: every load is issued before the first product is
+      // summed; the sum still runs in K1 order.
+      for (; end - a > (TEAAL_UNROLL - 1) * TEAAL_GROUP_SIZE; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
+        value_t product[TEAAL_UNROLL];
+        #pragma unroll
+        for (int u = 0; u < TEAAL_UNROLL; ++u) {
+          product[u] = A.atom_product(m, a + u * TEAAL_GROUP_SIZE, x);
+        }
+        #pragma unroll
+        for (int u = 0; u < TEAAL_UNROLL; ++u) {
+          sum += product[u];
+          if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
+        }
+      }
+      for (; a < end; a += TEAAL_GROUP_SIZE) {
+        sum += A.atom_product(m, a, x);
         if (TEAAL_TRACE) owner[a] = (int)tid;
       }
       sum = teaal_segment_sum<32>(sum, group_mask);

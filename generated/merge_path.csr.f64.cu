@@ -110,14 +110,155 @@ __device__ __forceinline__ offset_t teaal_merge_search(const RowBounds& bounds, 
   return lo;
 }
 
+#define TEAAL_SEARCH_PROBES (TEAAL_BLOCK_THREADS / 2)  // threads per search of the block search
+
+// Shared state of one block search: the interval [lo, hi] still holding each answer, and
+// whether each thread's probe lies at or after its diagonal.
+struct TeaalBlockSearch {
+  offset_t lo[2];
+  offset_t hi[2];
+  unsigned char at_or_after[TEAAL_BLOCK_THREADS];
+};
+
+// The number of rows ending before merge items d0 and d1, found by the whole block at once
+// (results in s.lo[0] and s.lo[1]; every thread of the block must call this). Half the threads
+// serve each diagonal: they probe P evenly spaced rows of the interval still holding the
+// answer and shrink it by a factor P + 1 each round, so a search costs ceil(log_{P+1}(rows))
+// rounds of one load (P = TEAAL_SEARCH_PROBES) where one thread would chain log2(rows)
+// dependent loads. The answer is the same first-row-at-or-after-d that teaal_merge_search
+// finds; only the order of the probes differs.
+__device__ __forceinline__ void teaal_block_merge_search(const Layout& A, TeaalBlockSearch& s,
+                                                         offset_t d0, offset_t d1) {
+  const int which = (int)threadIdx.x / TEAAL_SEARCH_PROBES;  // 0: d0, 1: d1
+  const int j = (int)threadIdx.x % TEAAL_SEARCH_PROBES;
+  const offset_t d = which == 0 ? d0 : d1;
+  const offset_t rows = A.num_tiles();
+  if (threadIdx.x < 2) {
+    s.lo[threadIdx.x] = 0;
+    s.hi[threadIdx.x] = rows;  // row `rows` is at-or-after every item by definition
+  }
+  __syncthreads();
+  while (s.lo[0] < s.hi[0] || s.lo[1] < s.hi[1]) {  // the same in every thread
+    const offset_t lo = s.lo[which], hi = s.hi[which];
+    // probes m_j = lo + (j + 1) * step - 1 cut [lo, hi] into pieces of at most `step` rows
+    const offset_t step = (hi - lo + TEAAL_SEARCH_PROBES) / (TEAAL_SEARCH_PROBES + 1);
+    const offset_t m = lo + (offset_t)(j + 1) * step - 1;
+    const bool after = lo >= hi || m >= hi || A.tile_end(m) + m >= d;
+    s.at_or_after[threadIdx.x] = after;
+    __syncthreads();  // (every thread has read lo and hi)
+    if (lo < hi) {
+      const bool previous_after = j > 0 && s.at_or_after[threadIdx.x - 1];
+      if (after && !previous_after) {  // the first probe at or after d: (m_{j-1}, m_j] holds it
+        s.lo[which] = j == 0 ? lo : m - step + 1;
+        s.hi[which] = m < hi ? m : hi;
+      } else if (!after && j == TEAAL_SEARCH_PROBES - 1) {  // every probe before d
+        s.lo[which] = m + 1;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+#define TEAAL_WARPS (TEAAL_BLOCK_THREADS / 32)
+
+struct TeaalSuffixScan {
+  int first_key[TEAAL_WARPS];  // key of each warp's lane 0
+  int last_key[TEAAL_WARPS];  // key of each warp's lane 31
+  value_t first_sum[TEAAL_WARPS];  // lane 0's sum over its warp's run of that key
+};
+
+// Sum of first_sum over warps w, w + 1, ... while their lane 0 holds `key`, stopping after a
+// warp whose run of `key` ends inside it.
+__device__ __forceinline__ value_t teaal_warp_chain(const TeaalSuffixScan& s, int w, int key) {
+  value_t sum = 0;
+  for (; w < TEAAL_WARPS; ++w) {
+    if (s.first_key[w] != key) break;
+    sum += s.first_sum[w];
+    if (s.last_key[w] != key) break;
+  }
+  return sum;
+}
+
+// For every thread t with pair (key_t, value_t): the sum of the values of threads t, t+1, ...
+// up to the last consecutive thread with the same key (the "suffix" of t's run), and the same
+// for thread t + 1 (next_key is -2 past the block's last thread). Keys must be >= -1 and equal
+// keys consecutive. Every thread of the block must call this.
+__device__ __forceinline__ void teaal_suffix_scan(TeaalSuffixScan& s, int key, value_t value,
+                                                  value_t& suffix, int& next_key,
+                                                  value_t& next_suffix) {
+  const int lane = (int)threadIdx.x % 32;
+  const int warp = (int)threadIdx.x / 32;
+  value_t sum = value;
+  #pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const value_t other = __shfl_down_sync(0xffffffffu, sum, offset, 32);
+    const int other_key = __shfl_down_sync(0xffffffffu, key, offset, 32);
+    if (lane + offset < 32 && other_key == key) sum += other;
+  }
+  if (lane == 0) {
+    s.first_key[warp] = key;
+    s.first_sum[warp] = sum;
+  }
+  if (lane == 31) s.last_key[warp] = key;
+  __syncthreads();
+  if (key == s.last_key[warp]) sum += teaal_warp_chain(s, warp + 1, key);
+  suffix = sum;
+  next_suffix = __shfl_down_sync(0xffffffffu, sum, 1, 32);
+  next_key = __shfl_down_sync(0xffffffffu, key, 1, 32);
+  if (lane == 31) {
+    next_key = warp + 1 < TEAAL_WARPS ? s.first_key[warp + 1] : -2;
+    next_suffix = warp + 1 < TEAAL_WARPS ? teaal_warp_chain(s, warp + 1, next_key) : value_t(0);
+  }
+}
+
 // ---- Schedule: merge-path (teaal-loops extension x_merge_path) ---------------------------
 // Merge items are rows + nnz: nonzero a of row r is item a + r, the end of row r is item
-// tile_end(r) + r. Chunk c = thread c owns items [c*IPT, (c+1)*IPT), finds its start by a
-// merge-path search over the row ends, then consumes its items in order. A row whose first
-// item and end item both fall in the chunk is stored; a row split across chunks gets one
-// atomicAdd from each chunk that holds some of its nonzeros (combine ATOMIC: y is zeroed
-// by the caller). The block first finds the rows its chunks span (two searches) and stages
-// their boundaries in shared memory, where each thread then searches and walks.
+// tile_end(r) + r. Chunk c = thread c owns items [c*IPT, (c+1)*IPT) and consumes them in
+// order: it is the owner of every nonzero among them (combine ATOMIC: y is zeroed by the
+// caller). A block's chunks are consecutive, so the block holds one tile of TPB*IPT items.
+//
+// Staged tiles (IPT <= TEAAL_STAGED_IPT), as in Merrill and Garland's merge-based SpMV: the
+// block finds its tile's first and last rows (one cooperative search), loads the tile's row
+// boundaries and the contributions A.atom_product(t, a, x) of its nonzeros into shared memory
+// with coalesced loads, then every thread searches and walks its own chunk there. Rows wholly
+// inside a chunk are stored by it; the pieces of a row split across chunks are added up in
+// the block (a segmented sum, deterministic) and stored by the chunk where the row starts, and
+// only rows that cross a block boundary get an atomicAdd (at most two per block).
+// Longer chunks (IPT > TEAAL_STAGED_IPT) are walked straight from the layout, with the block's
+// row boundaries staged in shared memory and one atomicAdd per chunk holding part of a split
+// row.
+
+// Slots of a staged tile: row bounds and atom contributions share one buffer (a tile of
+// TPB*IPT items holds tile_rows row ends and tile_nnz nonzeros, tile_rows + tile_nnz = items).
+union TeaalTileSlot {
+  offset_t bound;
+  value_t product;
+};
+// Items a staged tile can hold per thread: 8 KB of slots for the whole tile, at most 16.
+constexpr int TEAAL_STAGED_IPT =
+    (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 16 ? 16
+    : (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) < 1 ? 1
+    : (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS));
+constexpr int TEAAL_TILE_CAPACITY = TEAAL_BLOCK_THREADS * TEAAL_STAGED_IPT;
+// One padding slot every 32 keeps threads that read slots IPT apart off each other's banks.
+__device__ __forceinline__ int teaal_slot(int p) { return p + (p >> 5); }
+constexpr int TEAAL_TILE_SLOTS = TEAAL_TILE_CAPACITY + 2 + (TEAAL_TILE_CAPACITY + 1) / 32;
+constexpr int teaal_floor_pow2(int n) { return n < 2 ? 1 : 2 * teaal_floor_pow2(n / 2); }
+constexpr int TEAAL_TILE_POW2 = teaal_floor_pow2(TEAAL_TILE_CAPACITY);
+
+// The local row i in [0, tile_rows] holding atom a: the last i with bound(i) <= a, so empty
+// rows are skipped (bound(i) = tile_begin of the tile's row i). A fixed number of steps: layouts
+// whose atom_product ignores its tile argument let the compiler drop the whole search.
+__device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int tile_rows,
+                                              offset_t a) {
+  int i = 0;
+  #pragma unroll
+  for (int step = TEAAL_TILE_POW2; step > 0; step >>= 1) {
+    if (i + step <= tile_rows && tile[teaal_slot(i + step)].bound <= a) i += step;
+  }
+  return i;
+}
+
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_merge_path(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -132,21 +273,119 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
   const Layout A{rows, cols, nnz, indptr, indices, values};
-  __shared__ offset_t block_rows[2];
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
-  const offset_t items = (offset_t)rows + nnz;
+  const offset_t tiles = A.num_tiles();
+  const offset_t items = tiles + A.num_atoms();
   // This block's items [block_begin, block_end); 64-bit because TPB * IPT may exceed offset_t.
   const long long block_items = (long long)TEAAL_BLOCK_THREADS * items_per_thread;
   const long long block_first = (long long)blockIdx.x * block_items;  // < items
   const offset_t block_begin = (offset_t)block_first;
   const offset_t block_end = (offset_t)(items - block_first < block_items ? items
                                                                           : block_first + block_items);
+  if (items_per_thread <= TEAAL_STAGED_IPT) {  // the same in every thread of the launch
+    __shared__ TeaalBlockSearch search;
+    __shared__ TeaalTileSlot tile[TEAAL_TILE_SLOTS];
+    __shared__ TeaalSuffixScan scan;
+    // 1. The tile: rows first_row .. first_row + tile_rows - 1 end inside it, and its nonzeros
+    //    are first_atom .. first_atom + tile_nnz - 1.
+    teaal_block_merge_search(A, search, block_begin, block_end);
+    const offset_t first_row = search.lo[0];  // < tiles: the tile's first item belongs to it
+    const int tile_rows = (int)(search.lo[1] - first_row);
+    const offset_t first_atom = block_begin - first_row;
+    const int tile_items = (int)(block_end - block_begin);
+    const int tile_nnz = tile_items - tile_rows;
+    // 2. Row bounds, coalesced: slot i holds tile_begin(first_row + i) for i in [0, tile_rows].
+    for (int i = threadIdx.x; i <= tile_rows; i += TEAAL_BLOCK_THREADS) {
+      tile[teaal_slot(i)].bound = i == 0 ? A.tile_begin(first_row) : A.tile_end(first_row + i - 1);
+    }
+    __syncthreads();
+    // 3. Contributions of the tile's atoms, coalesced, after the bounds.
+    #pragma unroll 4
+    for (int j = threadIdx.x; j < tile_nnz; j += TEAAL_BLOCK_THREADS) {
+      const offset_t a = first_atom + j;
+      const offset_t t = first_row + teaal_tile_row(tile, tile_rows, a);
+      tile[teaal_slot(tile_rows + 1 + j)].product = A.atom_product(t, a, x);
+    }
+    __syncthreads();
+
+    // 4. This thread's chunk: local items [k0, k1) of the tile.
+    const int k0 = (int)threadIdx.x * (int)items_per_thread;
+    const int k1 = k0 + (int)items_per_thread < tile_items ? k0 + (int)items_per_thread : tile_items;
+    const bool active = k0 < tile_items;  // (threads past the last chunk only help sum)
+    int head_row = -1;  // local row in progress at k0 (its piece here goes to the segmented sum)
+    value_t head_sum = 0;
+    int row = 0;  // local row in progress at k1
+    value_t sum = 0;  // its partial sum in this chunk
+    offset_t row_start = 0;  // its first item, local (negative: it began before the tile)
+    if (active) {
+      // the number of tile rows ending before item k0 (at most k0 of them)
+      int lo = 0, hi = tile_rows < k0 ? tile_rows : k0;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if ((int)(tile[teaal_slot(mid + 1)].bound - first_atom) + mid < k0) lo = mid + 1; else hi = mid;
+      }
+      row = lo;
+      int j = k0 - row;  // next local nonzero
+      row_start = tile[teaal_slot(row)].bound - first_atom + row;
+      int row_end = row < tile_rows ? (int)(tile[teaal_slot(row + 1)].bound - first_atom)
+                                    : 0x7fffffff;  // local nonzero index where the row ends
+      head_row = row;
+      bool head_open = true;
+      for (int k = k0; k < k1; ++k) {
+        if (j >= row_end) {  // item k is the end of the current row
+          if (row_start >= k0) {
+            y[first_row + row] = sum;  // the whole row lies in this chunk
+          } else {  // the row began before this chunk: its last piece
+            head_sum = sum;
+            head_open = false;
+          }
+          sum = 0;
+          ++row;
+          row_start = row_end + row;
+          row_end = row < tile_rows ? (int)(tile[teaal_slot(row + 1)].bound - first_atom)
+                                    : 0x7fffffff;
+        } else {
+          sum += tile[teaal_slot(tile_rows + 1 + j)].product;
+          if (TEAAL_TRACE) owner[first_atom + j] = (int)tid;
+          ++j;
+        }
+      }
+      if (head_open) head_sum = sum;  // no row ended here: the whole chunk is one row's piece
+    }
+    // 5. Rows split across chunks. Each chunk's piece of its head row, summed over the run of
+    //    chunks that share that head row, is what the chunk where the row starts adds to its
+    //    own piece; rows that started before the block are completed by the block's first
+    //    chunk the same way.
+    value_t suffix, next_suffix;
+    int next_row;
+    teaal_suffix_scan(scan, head_row, head_sum, suffix, next_row, next_suffix);
+    if (active) {
+      if (row_start >= k0 && row_start < k1) {  // the row in progress at k1 started here
+        const value_t total = sum + (next_row == row ? next_suffix : value_t(0));
+        if (row < tile_rows) {
+          y[first_row + row] = total;  // it ends in this block
+        } else {
+          atomicAdd(y + first_row + row, total);  // it goes on in the next block
+        }
+      }
+      if (threadIdx.x == 0 && tile[teaal_slot(0)].bound < first_atom) {
+        // the tile's first row began in an earlier block: add this block's part, if any
+        const int row_nnz = tile_rows > 0 ? (int)(tile[teaal_slot(1)].bound - first_atom)
+                                          : tile_nnz;
+        if (row_nnz > 0) atomicAdd(y + first_row, suffix);
+      }
+    }
+    return;
+  }
+
+  // ---- Long chunks: walked straight from the layout ----------------------------------
+  __shared__ offset_t block_rows[2];
   const RowBounds global_rows{A, nullptr, 0, false};
-  if (threadIdx.x == 0) block_rows[0] = teaal_merge_search(global_rows, 0, rows, block_begin);
+  if (threadIdx.x == 0) block_rows[0] = teaal_merge_search(global_rows, 0, tiles, block_begin);
   if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
-    block_rows[1] = teaal_merge_search(global_rows, 0, rows, block_end - 1);
+    block_rows[1] = teaal_merge_search(global_rows, 0, tiles, block_end - 1);
   __syncthreads();
-  // Rows block_rows[0] .. block_rows[1] hold every item of this block (both < rows).
+  // Rows block_rows[0] .. block_rows[1] hold every item of this block (both < tiles).
   __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
   const offset_t row_count = block_rows[1] - block_rows[0] + 1;
   const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
@@ -177,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
     value_t sum = 0;
     #pragma unroll 4
     for (offset_t k = 0; k < take; ++k) {
-      sum += A.atom_val(a + k) * __ldg(x + A.atom_col(a + k));
+      sum += A.atom_product(row, a + k, x);
       if (TEAAL_TRACE) owner[a + k] = (int)tid;
     }
     a += take;
@@ -193,8 +432,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
     } else if (take > 0) {
       atomicAdd(y + row, sum);
     }
-    ++item;
     ++row;
+    ++item;
     if (item >= item_end) break;  // (then row < rows: items remain only while rows remain)
     row_starts_here = true;
     row_end = bounds.end(row);
