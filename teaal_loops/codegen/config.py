@@ -185,6 +185,10 @@ def make_config(
     """
     layout_name = _canonical_layout(layout or schedule.layout)
     layout_entry(layout_name).options_for(layout_name)  # unknown layouts, bad options fail here
+    from teaal_loops.ir.layouts import check_schedule_fits
+    from teaal_loops.ir.model import Combine
+
+    check_schedule_fits(layout_name, schedule.kind, schedule.combine is Combine.ATOMIC)
     if bound is not None:
         index_bits = bound.index_bits
     group_size = resolve_group_size(schedule, bound)

@@ -10,7 +10,9 @@ A layout is a TeAAL rank order plus per-rank formats (DESIGN §5). To a schedule
   found by binary search over the sorted row array; atoms as in CSR.
 * ``ell``  ``[M, K]`` with every row padded to the longest: tiles are rows, atoms are slots.
 * ``bcsr`` ``[M1, K1, M0, K0]``: tiles are block rows, atoms are dense R x C blocks.
-* ``dia``  tiles are rows, atoms are the stored diagonals' entries.
+* ``dia``  tiles are rows, atoms are the stored diagonals' entries (a row's slot on each).
+
+Atom numbering, entries and ownership per layout: :mod:`teaal_loops.ir.views`.
 
 A spec's ``format`` section picks the layout either by name (a format called ``csr``, ``ELL``,
 ``BCSR_4x4``, ...) or by structure (rank order and U/C per rank). ``--layout`` / ``layout=``
@@ -109,7 +111,8 @@ for _sem in (
                     "rank-order [M1, K1, M0, K0]; M1: U, K1: C, M0: U, K0: U (block shape from "
                     "the format's name, e.g. BCSR_4x4; default 2x2)", _bcsr_option),
     LayoutSemantics("dia", "rows (by diagonal)", False,
-                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED}),
+                    frozenset({ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED,
+                               ScheduleKind.MERGE_PATH}),
                     "a format named DIA"),
 ):
     register_layout_semantics(_sem)
@@ -142,6 +145,26 @@ def layout_option(name: str) -> str | None:
     """The option of a layout name (``bcsr:4x4`` -> ``"4x4"``), None when it has none."""
     _, colon, option = name.partition(":")
     return option.strip() if colon and option.strip() else None
+
+
+def check_schedule_fits(layout: str, kind: ScheduleKind, combine_atomic: bool) -> None:
+    """Refuse a schedule kind the layout does not support, or a non-atomic combine on a
+    scattering layout (a schedule lowered for another layout). Layouts that lowering does not
+    know (registered for code generation only) are not checked."""
+    base = layout.split(":", 1)[0].strip().lower()
+    semantics = _REGISTRY.get(base)
+    if semantics is None:
+        return
+    if kind not in semantics.schedules:
+        raise LayoutError(
+            f"layout {layout} ({semantics.tiles}) supports "
+            f"{', '.join(sorted(k.value for k in semantics.schedules))}; not {kind.value}"
+        )
+    if semantics.scatters and not combine_atomic:
+        raise LayoutError(
+            f"layout {layout} scatters every update atomically, but this schedule was lowered "
+            f"for a layout that stores whole tiles: lower the spec with layout={base!r}"
+        )
 
 
 def known_layouts() -> tuple[str, ...]:

@@ -38,6 +38,8 @@ class PreparedMatrix:
     leading_args: tuple[Any, ...]  # layout + schedule arguments, in signature order
     no_owner: Any  # a one-element int32 array standing in for the unused owner pointer
     _functions: dict[bool, Any] = field(default_factory=dict)
+    # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
+    _raw: dict[bool, Any] = field(default_factory=dict)
 
     @property
     def shape(self) -> MatrixShape:
@@ -107,6 +109,7 @@ class Kernel:
         self._nominal = make_config(
             schedule, dtype=self.dtype.name, layout=self.layout, bound=self._bind_nominal()
         )
+        self.layout = self._nominal.layout  # canonical: "BCSR:4" -> "bcsr:4x4"
 
     # -- binding and source ---------------------------------------------------------------
     def _bind_nominal(self) -> BoundSchedule:
@@ -145,14 +148,14 @@ class Kernel:
             return A
         cupy = backend.cupy_module()
         matrix: DeviceMatrix = converter(self.layout)(A, self.dtype)
-        bound = self.bind(matrix.shape)
+        bound = self.bind(matrix.schedule_shape)  # tiles and atoms of the layout
         if bound.index_bits != matrix.index_bits:  # bind and the converter agree on the rule
             matrix = converter(self.layout)(A, self.dtype, bound.index_bits)
         cfg = make_config(self.schedule, dtype=self.dtype.name, layout=self.layout, bound=bound)
         sched_args = schedule_arguments(bound)
         check_offsets_fit(bound, sched_args)
         values: dict[str, Any] = dict(matrix.arrays)
-        values.update(rows=matrix.shape.rows, cols=matrix.shape.cols, nnz=matrix.shape.nnz)
+        values.update(matrix.kernel_scalars())
         values.update(sched_args)
         offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
         leading = []
@@ -194,13 +197,31 @@ class Kernel:
         """One raw launch: no checks, no zeroing, no synchronisation (for benchmarks).
 
         ``x`` and ``y`` must be contiguous CuPy vectors of the kernel's dtype; for accumulating
-        schedules the caller zeroes ``y`` first (see :meth:`zero_output`).
+        schedules the caller zeroes ``y`` first (see :meth:`zero_output`). The launch goes
+        through a launcher with the matrix's arguments packed once (one driver call); CuPy's
+        generic launch is the fallback (other argument types, a thread without a context).
         """
         if prepared.grid[0] == 0:
             return
-        fn = self.function(prepared, trace=owner is not None)
-        args = prepared.leading_args + (x, y, owner if owner is not None else prepared.no_owner)
-        fn(prepared.grid, prepared.block, args)
+        trace = owner is not None
+        out = owner if trace else prepared.no_owner
+        raw = prepared._raw.get(trace)
+        if raw is None:
+            raw = self._raw_launcher(prepared, trace)
+        if raw:
+            try:
+                raw(x.data.ptr, y.data.ptr, out.data.ptr)
+                return
+            except Exception:  # not CuPy arrays, or no current context: the generic path
+                pass  # (which converts, ensures the context, or raises a clear error)
+        fn = self.function(prepared, trace=trace)
+        fn(prepared.grid, prepared.block, prepared.leading_args + (x, y, out))
+
+    def _raw_launcher(self, prepared: PreparedMatrix, trace: bool) -> Any:
+        fn = self.function(prepared, trace=trace)
+        raw = backend.raw_launch(fn, prepared.grid[0], prepared.block[0], prepared.leading_args, 3)
+        prepared._raw[trace] = raw or False
+        return raw or False
 
     def new_output(self, prepared: PreparedMatrix) -> Any:
         """An output vector ready for one launch: zeroed where the schedule accumulates."""
@@ -213,9 +234,18 @@ class Kernel:
     def zero_output(self, prepared: PreparedMatrix, y: Any) -> None:
         """Re-zero ``y`` before a repeated launch of an accumulating schedule (else a no-op)."""
         if prepared.accumulates:
-            y.fill(0)
+            backend.zero_async(backend.cupy_module(), y)
 
     def vector(self, prepared: PreparedMatrix, x: Any) -> Any:
+        """``x`` as a contiguous CuPy vector of the kernel's dtype (itself when it is one)."""
+        cupy = backend.cupy_module()
+        if (
+            isinstance(x, cupy.ndarray)
+            and x.dtype == self.dtype
+            and x.shape == (prepared.shape.cols,)
+            and x.flags.c_contiguous
+        ):
+            return x
         return to_device_vector(x, self.dtype, prepared.shape.cols)
 
     def __call__(self, A: Any, x: Any, *, out: Any = None) -> Any:
@@ -231,12 +261,13 @@ class Kernel:
         return y
 
     def trace(self, A: Any, x: Any) -> Any:
-        """The owning global thread id of every atom (CuPy int32, CSR order; -1 = none)."""
+        """The owning global thread id of every atom (CuPy int32, in the layout's atom order,
+        see :mod:`teaal_loops.ir.views`; -1 = none)."""
         cupy = backend.cupy_module()
         prepared = self.prepare(A)
         xd = self.vector(prepared, x)
         y = self.new_output(prepared)
-        owner = cupy.full(prepared.shape.nnz, -1, dtype=np.int32)
+        owner = cupy.full(prepared.bound.matrix.nnz, -1, dtype=np.int32)  # one per atom
         self.launch(prepared, xd, y, owner)
         return owner
 

@@ -49,7 +49,8 @@ def test_generate_all_matches_expected_files(tmp_path: Path) -> None:
     rc = main(["generate", "--all", "--specs-dir", str(SPECS), "-o", str(tmp_path)])
     assert rc == 0
     names = sorted(p.name for p in tmp_path.glob("*.cu"))
-    assert len(names) == 2 * len(list(SPECS.glob("*.yaml")))
+    specs = [*SPECS.glob("*.yaml"), *SPECS.glob("layouts/*/*.yaml")]
+    assert len(names) == 2 * len(specs)
     assert all(n.endswith((".f32.cu", ".f64.cu")) for n in names)
 
 

@@ -1,0 +1,93 @@
+"""Run a generated kernel of any layout on the CPU (g++ + tests/codegen/cuda_emulation.h).
+
+Reuses the builder of tests/codegen/host_emulation.py; the arguments are the ones the runtime
+uploads (``teaal_loops.runtime.layouts.host_arguments``), so the emulated kernel sees exactly
+the GPU's inputs. ``y`` is poisoned with NaN for storing schedules (zero for atomic ones) and
+``owner`` filled with -1, one entry per atom.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from teaal_loops.codegen.config import KernelConfig
+from teaal_loops.codegen.render import render
+from teaal_loops.ir.model import BoundSchedule
+from teaal_loops.runtime.layouts import HostArguments
+from tests.codegen import host_emulation as emu
+
+CXX = emu.CXX
+_sanitized: dict[str, Path] = {}
+
+
+def build(cfg: KernelConfig, *, sanitize: bool = False) -> Path:
+    """The emulation executable of ``cfg``; ``sanitize`` builds it with AddressSanitizer, so
+    that any read or write outside an argument array (x at a padding column, y past the last
+    row of a partial block) aborts the run."""
+    if not sanitize:
+        return emu.build(cfg)
+    source = render(cfg) + "\n#include <vector>\n" + emu._driver(cfg)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _sanitized:
+        assert CXX is not None
+        src = emu._BUILD_DIR / f"{key}.asan.cpp"
+        exe = emu._BUILD_DIR / f"{key}.asan.exe"
+        src.write_text(source)
+        flags = [f for f in emu.CXXFLAGS if f != "-O0"] + ["-O1", "-g", "-fsanitize=address"]
+        subprocess.run(
+            [CXX, *flags, "-include", str(emu.SHIM), "-o", str(exe), str(src)],
+            check=True, capture_output=True, text=True,
+        )
+        _sanitized[key] = exe
+    return _sanitized[key]
+
+
+@dataclass
+class Result:
+    y: np.ndarray[Any, Any]
+    owner: np.ndarray[Any, Any]
+
+
+def run(
+    cfg: KernelConfig, bound: BoundSchedule, args: HostArguments, x: np.ndarray[Any, Any],
+    *, timeout: float = 60.0, sanitize: bool = False,
+) -> Result:
+    from teaal_loops.runtime.kernel import schedule_arguments
+
+    exe = build(cfg, sanitize=sanitize)
+    value = np.dtype(cfg.dtype)
+    rows = args.shape.rows
+    atoms = bound.matrix.nnz
+    accumulate = bound.schedule.combine.value == "atomic"
+    arrays = dict(args.arrays)
+    arrays["x"] = x.astype(value)
+    arrays["y"] = np.zeros(rows, value) if accumulate else np.full(rows, np.nan, value)
+    arrays["owner"] = np.full(atoms, -1, np.int32)
+    scalars = {"rows": args.shape.rows, "cols": args.shape.cols, "nnz": args.shape.nnz}
+    scalars.update(args.scalars)
+    scalars.update(schedule_arguments(bound))
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        with inp.open("wb") as f:
+            f.write(np.array([bound.launch.blocks, bound.launch.threads_per_block], np.int64))
+            for p in cfg.kernel_params():
+                if p.is_pointer:
+                    arr = arrays[p.name]
+                    f.write(np.array([arr.size], np.int64).tobytes())
+                    f.write(np.ascontiguousarray(arr).tobytes())
+                else:
+                    f.write(np.array([scalars[p.name]], np.int64).tobytes())
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # the shim keeps its barriers
+        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout, env=env)
+        raw = out.read_bytes()
+    y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()
+    owner = np.frombuffer(raw[rows * value.itemsize :], dtype=np.int32).copy()
+    return Result(y=y, owner=owner[:atoms])
