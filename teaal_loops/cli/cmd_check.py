@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     from teaal_loops import ir
-    from teaal_loops import matrix as tl_matrix
+    from teaal_loops.ir.views import schedule_shape
     from teaal_loops.reference import compare_arrays, run_reference
     from teaal_loops.reference.execute import load_engine
     from teaal_loops.spec import load_spec
@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if args.against == "gpu":
         other_y, other_owner, bound, label = _gpu_side(args, A, x, params)
     else:
-        bound = ir.bind(schedule, tl_matrix.matrix_shape(A), params=params)
+        # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
+        bound = ir.bind(schedule, schedule_shape(schedule.layout, A), params=params)
         sim = ir.simulate(bound, A, x)
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}

@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from teaal_loops import ir
-    from teaal_loops import matrix as tl_matrix
     from teaal_loops.ir.explain import bound_json, explain_text, schedule_json
+    from teaal_loops.ir.views import schedule_shape
     from teaal_loops.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         import numpy as np
 
         name, A = load_matrix_from_args(args)
-        bound = ir.bind(schedule, tl_matrix.matrix_shape(A))
+        # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
+        bound = ir.bind(schedule, schedule_shape(schedule.layout, A))
         x = np.random.default_rng(0).uniform(-1.0, 1.0, A.shape[1])
         sim = ir.simulate(bound, A, x)
     if args.json:
