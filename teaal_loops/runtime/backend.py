@@ -10,8 +10,11 @@ options, the architecture and the NVRTC version, so a second process compiles no
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 from teaal_loops.errors import DeviceError
@@ -111,6 +114,92 @@ def get_function(source: str, name: str, *, trace: bool = False) -> Any:
         _modules[key] = module
     # A compile error here is a bug in a template, not a user error: let it surface in full.
     return module.get_function(name)
+
+
+class RawLaunch:
+    """One kernel launch with every argument packed once, for a loop that calls it many times.
+
+    CuPy's generic ``function(grid, block, args)`` boxes each argument on every call (several
+    microseconds for a dozen arguments). Here the leading arguments (a prepared matrix's arrays
+    and scalars) are packed into the ``void**`` array that ``cuLaunchKernel`` takes when the
+    launcher is built, and the trailing pointer arguments (x, y, owner) are slots rewritten
+    before each launch: a launch is three pointer stores and one driver call on the current
+    CuPy stream. Build it with :func:`raw_launch`, which returns None where this is unavailable.
+    """
+
+    def __init__(
+        self,
+        function: Any,
+        grid: int,
+        block: int,
+        leading: Sequence[Any],
+        trailing: int,
+        launch_kernel: Any,
+        current_stream: Any,
+    ) -> None:
+        self._function = function  # keeps the module loaded while this launcher lives
+        self._ptr = int(function.ptr)
+        self._grid = int(grid)
+        self._block = int(block)
+        self._launch_kernel = launch_kernel
+        self._current_stream = current_stream
+        self._cells: list[Any] = [_argument_cell(value) for value in leading]
+        self.slots = [ctypes.c_void_p(0) for _ in range(trailing)]
+        cells = self._cells + self.slots
+        self._params = (ctypes.c_void_p * len(cells))(*(ctypes.addressof(c) for c in cells))
+        self._params_ptr = ctypes.addressof(self._params)
+        self._lock = threading.Lock()  # the slots are shared: one launch fills them at a time
+
+    def __call__(self, *pointers: int) -> None:
+        """Launch with the trailing pointer arguments ``pointers`` (device addresses)."""
+        stream = self._current_stream().ptr
+        with self._lock:
+            for slot, pointer in zip(self.slots, pointers, strict=True):
+                slot.value = pointer
+            self._launch_kernel(
+                self._ptr, self._grid, 1, 1, self._block, 1, 1, 0, stream, self._params_ptr, 0
+            )
+
+
+def _argument_cell(value: Any) -> Any:
+    """A ctypes object holding one kernel argument by value (device arrays by address)."""
+    import numpy as np
+
+    data = getattr(value, "data", None)
+    if data is not None and hasattr(data, "ptr"):  # a CuPy array
+        return ctypes.c_void_p(int(data.ptr))
+    if isinstance(value, np.generic):
+        return np.ctypeslib.as_ctypes_type(value.dtype)(value.item())
+    raise TypeError(f"cannot pack kernel argument of type {type(value).__name__}")
+
+
+def raw_launch(
+    function: Any, grid: int, block: int, leading: Sequence[Any], trailing: int
+) -> RawLaunch | None:
+    """A :class:`RawLaunch` for ``function``, or None where CuPy lacks the driver entry point
+    or an argument cannot be packed (callers then use CuPy's generic launch)."""
+    cupy = cupy_module()
+    launch_kernel = getattr(getattr(cupy.cuda, "driver", None), "launchKernel", None)
+    # a RawKernel (what RawModule.get_function returns) holds its Function, per device
+    target = getattr(function, "kernel", function)
+    if launch_kernel is None or not hasattr(target, "ptr"):
+        return None
+    try:
+        return RawLaunch(target, grid, block, leading, trailing, launch_kernel,
+                         cupy.cuda.get_current_stream)
+    except TypeError:
+        return None
+
+
+def zero_async(cupy: Any, array: Any) -> None:
+    """Zero a contiguous device array on the current stream with one cudaMemsetAsync (all-zero
+    bytes are 0.0 in IEEE floats); anything else through CuPy's fill."""
+    if isinstance(array, cupy.ndarray) and array.flags.c_contiguous:
+        cupy.cuda.runtime.memsetAsync(
+            array.data.ptr, 0, array.nbytes, cupy.cuda.get_current_stream().ptr
+        )
+    else:
+        array.fill(0)
 
 
 def free_device_bytes() -> int:
