@@ -119,7 +119,11 @@ for _sem in (
 
 
 def layout_semantics(name: str) -> LayoutSemantics:
-    base = name.split(":", 1)[0].lower()  # "bcsr:4x4" carries an option after the colon
+    base = name.split(":", 1)[0].strip().lower()  # "bcsr:4x4" carries an option after the colon
+    if base not in _REGISTRY:
+        from teaal_loops.layouts import load_plugins
+
+        load_plugins()  # installed packages may provide it (entry points, loaded once)
     try:
         return _REGISTRY[base]
     except KeyError:

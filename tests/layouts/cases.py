@@ -92,10 +92,13 @@ def matrices() -> dict[str, sp.csr_matrix]:
 def host_layout_of(case: str, A: sp.csr_matrix) -> Any:
     """``A`` in the case's layout, built without the padding limit (the skewed matrix pads
     ELL and DIA far beyond it; the limit has its own tests)."""
+    return host_layout_of_name(schedule(case).layout, A)
+
+
+def host_layout_of_name(layout: str, A: sp.csr_matrix) -> Any:
     from teaal_loops.ir.layouts import bcsr_block_shape
     from teaal_loops.matrix.layouts import convert
 
-    layout = schedule(case).layout
     name, _, option = layout.partition(":")
     if name in ("ell", "dia"):
         return convert(A, name, padding_limit=None)
