@@ -1,0 +1,160 @@
+"""Every layout x supported schedule x dtype on the GPU, on every corpus matrix.
+
+For each case: the layout is built as documented (a padded layout over the limit must be
+refused in one SKIP_TOO_LARGE line; when the padded size is moderate it is then built without
+the limit and run anyway), one launch into a poisoned output, the rigorous Wilkinson verdict
+(NOT_A_BUG), agreement with the CPU simulation, the trace build's owner of every atom equal to
+the simulation's, and a second launch (bitwise equal for storing schedules).
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from teaal_loops.errors import LayoutError
+from teaal_loops.ir import simulate
+from teaal_loops.ir.simulate import simulate_view
+from teaal_loops.ir.views import TileView, tile_view
+from teaal_loops.runtime.backend import gpu_available
+from tests.gpu import cases as gpu_cases
+from tests.layouts import cases
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy"),
+]
+
+MATRICES = [m for m in gpu_cases.matrix_ids() if m.startswith("corpus:")] + [
+    "synthetic:banded:rows=30000,nnz=300000,seed=2",
+    "synthetic:emptyrows:rows=40000,nnz=100000,seed=5",
+]
+CASES = [c[0] for c in cases.SCHEDULE_CASES]
+UNGUARDED_MAX_ATOMS = 20_000_000  # padded layouts over the limit still run when this small
+
+
+@functools.lru_cache(maxsize=8)
+def _host(matrix_id: str, layout: str) -> tuple[Any, str | None]:
+    """(host layout, refusal message or None)."""
+    from teaal_loops.ir.layouts import bcsr_block_shape
+    from teaal_loops.matrix.layouts import convert
+
+    A = gpu_cases.load(matrix_id)
+    name, _, option = layout.partition(":")
+    opts: dict[str, Any] = {"block": bcsr_block_shape(option or None)} if name == "bcsr" else {}
+    try:
+        return convert(A, name, **opts), None
+    except LayoutError as err:
+        refusal = str(err)
+    rows = A.shape[0]
+    atoms = {
+        "ell": rows * int(np.diff(A.indptr).max(initial=0)),
+        "dia": rows * len(np.unique(A.indices - np.repeat(np.arange(rows), np.diff(A.indptr)))),
+    }.get(name, UNGUARDED_MAX_ATOMS + 1)
+    if atoms > UNGUARDED_MAX_ATOMS:
+        return None, refusal
+    return convert(A, name, padding_limit=None, **opts), refusal
+
+
+@functools.lru_cache(maxsize=8)
+def _view(matrix_id: str, layout: str) -> TileView:
+    host, _ = _host(matrix_id, layout)
+    return tile_view(layout, host)
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel(case: str, dtype: str) -> Any:
+    from teaal_loops.runtime import Kernel
+
+    return Kernel(cases.schedule(case), dtype=dtype)
+
+
+@pytest.mark.parametrize("matrix_id", MATRICES)
+@pytest.mark.parametrize("case", CASES)
+def test_layout_kernel_is_correct(case: str, matrix_id: str) -> None:
+    import cupy
+
+    from teaal_loops.runtime import validation
+
+    A = gpu_cases.load(matrix_id)
+    layout = cases.schedule(case).layout
+    host, refusal = _host(matrix_id, layout)
+    if refusal is not None:
+        assert "SKIP_TOO_LARGE" in refusal and "\n" not in refusal
+    if host is None:
+        return  # refused as documented, and too large to run without the limit
+    view = _view(matrix_id, layout)
+    for dtype in ("float32", "float64"):
+        kernel = _kernel(case, dtype)
+        prepared = kernel.prepare(host)
+        assert prepared.bound.matrix == view.shape  # bound to the layout's tiles and atoms
+        x = gpu_cases.random_x(A.shape[1], dtype, seed=zlib.crc32(matrix_id.encode()))
+        xd = kernel.vector(prepared, x)
+        y = kernel.new_output(prepared)
+        if not prepared.accumulates:
+            y.fill(cupy.nan)
+        kernel.launch(prepared, xd, y)
+        y1 = y.get()
+        assert not np.isnan(y1).any(), f"{dtype}: rows left unwritten"
+        report = validation.rigorous(A, x, y1, dtype)
+        assert report.verdict == "NOT_A_BUG", (dtype, report.lines())
+        sim = simulate_view(prepared.bound, view, x)
+        bound = validation.wilkinson_bound(A, x, dtype)
+        assert np.all(np.abs(y1 - sim.y) <= bound), dtype
+        owner = kernel.trace(prepared, xd).get()
+        np.testing.assert_array_equal(owner, sim.owner, err_msg=dtype)
+        y2 = kernel(prepared, xd).get()
+        if prepared.accumulates:
+            assert np.all(np.abs(y2.astype(np.float64) - y1) <= bound), dtype
+        else:
+            np.testing.assert_array_equal(y2.view(np.uint8), y1.view(np.uint8))
+
+
+@pytest.mark.parametrize("case", ["csc/work_oriented", "coo/thread_mapped", "ell/merge_path",
+                                  "dia/thread_mapped", "bcsr_4x4/work_oriented"])
+def test_cupyx_and_scipy_inputs_convert_to_every_layout(case: str) -> None:
+    import cupy
+    import cupyx.scipy.sparse as csp
+    import scipy.sparse as sp
+
+    A = sp.random(700, 500, density=0.02, format="csr", random_state=9)
+    x = np.random.default_rng(2).uniform(-1, 1, 500)
+    kernel = _kernel(case, "float64")
+    for matrix in (A, A.tocoo(), csp.csr_matrix(A)):
+        y = kernel(matrix, cupy.asarray(x))
+        np.testing.assert_allclose(y.get(), A @ x, rtol=1e-12, atol=1e-12)
+    owner = kernel.trace(A, x).get()
+    schedule_bound = kernel.prepare(A).bound
+    np.testing.assert_array_equal(owner, simulate(schedule_bound, A, x).owner)
+
+
+def test_compile_picks_the_layout_from_the_spec_format() -> None:
+    import teaal_loops
+
+    kernel = teaal_loops.compile(cases.LAYOUT_SPECS / "bcsr_4x4" / "thread_mapped.yaml",
+                                 dtype="float32")
+    assert kernel.layout == "bcsr:4x4"
+    A = gpu_cases.load(MATRICES[0])
+    x = gpu_cases.random_x(A.shape[1], "float32")
+    y = kernel(A, x).get()
+    np.testing.assert_allclose(y, A @ x.astype(np.float64), rtol=1e-3, atol=1e-3)
+
+
+def test_run_command_refuses_excess_padding_and_validates_a_layout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from teaal_loops.cli import main
+
+    spec = str(cases.SPECS / "thread_mapped.yaml")
+    skewed = "longrows:rows=3000,nnz=60000,seed=4"
+    assert main(["run", spec, "--layout", "ell", "--synthetic", skewed]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "SKIP_TOO_LARGE" in err
+    layout_spec = str(cases.LAYOUT_SPECS / "dia" / "merge_path.yaml")
+    banded = "banded:rows=20000,nnz=200000,seed=2"
+    assert main(["run", layout_spec, "--synthetic", banded, "--rigorous", "--repeat", "3"]) == 0
+    assert "Verdict: NOT_A_BUG" in capsys.readouterr().out
