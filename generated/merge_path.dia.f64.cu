@@ -98,6 +98,8 @@ __device__ __forceinline__ offset_t teaal_merge_search(const RowBounds& bounds, 
 }
 
 #define TEAAL_SEARCH_PROBES (TEAAL_BLOCK_THREADS / 2)  // threads per search of the block search
+#define TEAAL_SEARCH_GRID (TEAAL_SEARCH_PROBES / 2)  // first round: evenly spaced probes
+#define TEAAL_SEARCH_NEAR (TEAAL_SEARCH_PROBES - TEAAL_SEARCH_GRID)  // ... and probes near a guess
 
 // Shared state of one block search: the interval [lo, hi] still holding each answer, and
 // whether each thread's probe lies at or after its diagonal.
@@ -107,41 +109,80 @@ struct TeaalBlockSearch {
   unsigned char at_or_after[TEAAL_BLOCK_THREADS];
 };
 
+// Probe j (0 <= j < P) of a search round over [lo, hi]: nondecreasing in j, never above hi.
+// Later rounds space the P probes evenly, `step` rows apart. The first round spends half of
+// them on an even grid over [lo, hi] and the other half, inside the grid cell that holds the
+// guess g, at doubling distances from g (g - 2^(N-1), ..., g - 1, g, g + 1, g + 3, ...,
+// g + 2^(N-1) - 1, N = TEAAL_SEARCH_NEAR / 2): an answer e rows from a good guess is cut to
+// about e rows at once, a bad guess costs no more than a coarser grid.
+__device__ __forceinline__ offset_t teaal_probe(int j, bool first_round, offset_t g,
+                                                offset_t lo, offset_t hi, offset_t step) {
+  if (!first_round) {
+    const offset_t m = lo + (offset_t)(j + 1) * step - 1;
+    return m < hi ? m : hi;
+  }
+  const offset_t grid = (hi - lo + TEAAL_SEARCH_GRID) / (TEAAL_SEARCH_GRID + 1);
+  offset_t cell = grid > 0 ? (g - lo) / grid : 0;  // grid probes below g
+  cell = cell < TEAAL_SEARCH_GRID ? cell : TEAAL_SEARCH_GRID;
+  offset_t m;
+  if (j < cell || j >= cell + TEAAL_SEARCH_NEAR) {  // a grid probe
+    const offset_t i = j < cell ? j : j - TEAAL_SEARCH_NEAR;
+    m = lo + (i + 1) * grid - 1;
+  } else {  // a probe near the guess, kept inside its grid cell
+    const int t = j - (int)cell;
+    const int half = TEAAL_SEARCH_NEAR / 2;
+    const int k = t < half ? half - 1 - t : t - half;
+    const int max_shift = (int)(8 * sizeof(offset_t)) - 2;
+    const offset_t distance = (offset_t)1 << (k < max_shift ? k : max_shift);
+    const offset_t cell_lo = lo + cell * grid;
+    const offset_t cell_hi = cell < TEAAL_SEARCH_GRID ? lo + (cell + 1) * grid - 1 : hi;
+    m = t < half ? (g - cell_lo > distance ? g - distance : cell_lo)
+                 : (cell_hi - g > distance ? g + distance - 1 : cell_hi);
+  }
+  return m < hi ? m : hi;
+}
+
 // The number of rows ending before merge items d0 and d1, found by the whole block at once
-// (results in s.lo[0] and s.lo[1]; every thread of the block must call this). Half the threads
-// serve each diagonal: they probe P evenly spaced rows of the interval still holding the
-// answer and shrink it by a factor P + 1 each round, so a search costs ceil(log_{P+1}(rows))
-// rounds of one load (P = TEAAL_SEARCH_PROBES) where one thread would chain log2(rows)
-// dependent loads. The answer is the same first-row-at-or-after-d that teaal_merge_search
-// finds; only the order of the probes differs.
+// (results in s.lo[0] and s.lo[1]; every thread of the block must call this). g0 and g1 are
+// guesses (any value in [0, rows]; the closer, the fewer rounds). Half the threads serve each
+// diagonal: they probe P rows of the interval still holding the answer (P =
+// TEAAL_SEARCH_PROBES), and the first probe at or after the diagonal cuts the interval to the
+// rows between it and the probe before. The first round also brackets the guess (see
+// teaal_probe); later rounds cut by a factor P + 1. One round is one load a thread and two barriers, where one thread
+// searching alone would chain log2(rows) dependent loads. The answer is the same first row at
+// or after d that teaal_merge_search finds; only the order of the probes differs.
 __device__ __forceinline__ void teaal_block_merge_search(const Layout& A, TeaalBlockSearch& s,
-                                                         offset_t d0, offset_t d1) {
+                                                         offset_t d0, offset_t d1, offset_t g0,
+                                                         offset_t g1) {
   const int which = (int)threadIdx.x / TEAAL_SEARCH_PROBES;  // 0: d0, 1: d1
   const int j = (int)threadIdx.x % TEAAL_SEARCH_PROBES;
   const offset_t d = which == 0 ? d0 : d1;
   const offset_t rows = A.num_tiles();
+  offset_t g = which == 0 ? g0 : g1;
+  g = g < 0 ? 0 : (g > rows ? rows : g);
   if (threadIdx.x < 2) {
     s.lo[threadIdx.x] = 0;
     s.hi[threadIdx.x] = rows;  // row `rows` is at-or-after every item by definition
   }
   __syncthreads();
+  bool first_round = true;
   while (s.lo[0] < s.hi[0] || s.lo[1] < s.hi[1]) {  // the same in every thread
     const offset_t lo = s.lo[which], hi = s.hi[which];
-    // probes m_j = lo + (j + 1) * step - 1 cut [lo, hi] into pieces of at most `step` rows
     const offset_t step = (hi - lo + TEAAL_SEARCH_PROBES) / (TEAAL_SEARCH_PROBES + 1);
-    const offset_t m = lo + (offset_t)(j + 1) * step - 1;
+    const offset_t m = teaal_probe(j, first_round, g, lo, hi, step);
     const bool after = lo >= hi || m >= hi || A.tile_end(m) + m >= d;
     s.at_or_after[threadIdx.x] = after;
     __syncthreads();  // (every thread has read lo and hi)
     if (lo < hi) {
       const bool previous_after = j > 0 && s.at_or_after[threadIdx.x - 1];
       if (after && !previous_after) {  // the first probe at or after d: (m_{j-1}, m_j] holds it
-        s.lo[which] = j == 0 ? lo : m - step + 1;
-        s.hi[which] = m < hi ? m : hi;
+        s.lo[which] = j == 0 ? lo : teaal_probe(j - 1, first_round, g, lo, hi, step) + 1;
+        s.hi[which] = m;
       } else if (!after && j == TEAAL_SEARCH_PROBES - 1) {  // every probe before d
         s.lo[which] = m + 1;
       }
     }
+    first_round = false;
     __syncthreads();
   }
 }
@@ -212,8 +253,8 @@ __device__ __forceinline__ void teaal_suffix_scan(TeaalSuffixScan& s, int key, v
 // the block (a segmented sum, deterministic) and stored by the chunk where the row starts, and
 // only rows that cross a block boundary get an atomicAdd (at most two per block).
 // Longer chunks (IPT > TEAAL_STAGED_IPT) are walked straight from the layout, with the block's
-// row boundaries staged in shared memory and one atomicAdd per chunk holding part of a split
-// row.
+// row boundaries staged in the same shared memory and one atomicAdd per chunk holding part of
+// a split row.
 
 // Slots of a staged tile: row bounds and atom contributions share one buffer (a tile of
 // TPB*IPT items holds tile_rows row ends and tile_nnz nonzeros, tile_rows + tile_nnz = items).
@@ -221,17 +262,22 @@ union TeaalTileSlot {
   offset_t bound;
   value_t product;
 };
-// Items a staged tile can hold per thread: 8 KB of slots for the whole tile, at most 16.
+// Items a staged tile holds per thread: 16 KB of slots for the whole tile, at most 32.
+constexpr int TEAAL_TILE_BYTES = 16384;
 constexpr int TEAAL_STAGED_IPT =
-    (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 16 ? 16
-    : (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) < 1 ? 1
-    : (int)(8192 / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS));
+    (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 32 ? 32
+    : (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) < 1 ? 1
+    : (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS));
 constexpr int TEAAL_TILE_CAPACITY = TEAAL_BLOCK_THREADS * TEAAL_STAGED_IPT;
 // One padding slot every 32 keeps threads that read slots IPT apart off each other's banks.
 __device__ __forceinline__ int teaal_slot(int p) { return p + (p >> 5); }
 constexpr int TEAAL_TILE_SLOTS = TEAAL_TILE_CAPACITY + 2 + (TEAAL_TILE_CAPACITY + 1) / 32;
 constexpr int teaal_floor_pow2(int n) { return n < 2 ? 1 : 2 * teaal_floor_pow2(n / 2); }
 constexpr int TEAAL_TILE_POW2 = teaal_floor_pow2(TEAAL_TILE_CAPACITY);
+// Contributions a thread loads per unrolled step (all in flight together).
+constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < 16 ? TEAAL_STAGED_IPT : 16;
+// Row bounds the long-chunk path stages in the tile's memory.
+constexpr int TEAAL_DIRECT_ROWS = (int)(TEAAL_TILE_SLOTS * sizeof(TeaalTileSlot) / sizeof(offset_t)) - 1;
 
 // The local row i in [0, tile_rows] holding atom a: the last i with bound(i) <= a, so empty
 // rows are skipped (bound(i) = tile_begin of the tile's row i). A fixed number of steps: layouts
@@ -246,7 +292,10 @@ __device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int til
   return i;
 }
 
-extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_merge_path(
+// Half the GPU's threads resident (registers for a thread's whole share of loads in flight).
+#define TEAAL_MIN_BLOCKS (1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / TEAAL_BLOCK_THREADS : 1)
+
+extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOCKS) teaal_spmv_merge_path(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
     offset_t ndiag,  // number of stored diagonals
@@ -269,32 +318,46 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
   const offset_t block_begin = (offset_t)block_first;
   const offset_t block_end = (offset_t)(items - block_first < block_items ? items
                                                                           : block_first + block_items);
-  if (items_per_thread <= TEAAL_STAGED_IPT) {  // the same in every thread of the launch
-    __shared__ TeaalBlockSearch search;
-    __shared__ TeaalTileSlot tile[TEAAL_TILE_SLOTS];
+  __shared__ TeaalBlockSearch search;
+  __shared__ TeaalTileSlot tile[TEAAL_TILE_SLOTS];
+  // 1. The block's first row and the first row past its last row end: every row with an item
+  //    in [block_begin, block_end) lies in between. Guesses: where the row ends would fall if
+  //    every row had the mean length.
+  const bool staged = items_per_thread <= TEAAL_STAGED_IPT;  // the same in the whole launch
+  const offset_t search_end = staged ? block_end : block_end - 1;
+  const double rows_per_item = (double)tiles / (double)items;
+  teaal_block_merge_search(A, search, block_begin, search_end,
+                           (offset_t)((double)block_begin * rows_per_item),
+                           (offset_t)((double)search_end * rows_per_item));
+  if (staged) {
     __shared__ TeaalSuffixScan scan;
-    // 1. The tile: rows first_row .. first_row + tile_rows - 1 end inside it, and its nonzeros
-    //    are first_atom .. first_atom + tile_nnz - 1.
-    teaal_block_merge_search(A, search, block_begin, block_end);
+    // The tile: rows first_row .. first_row + tile_rows - 1 end inside it, and its nonzeros
+    // are first_atom .. first_atom + tile_nnz - 1.
     const offset_t first_row = search.lo[0];  // < tiles: the tile's first item belongs to it
     const int tile_rows = (int)(search.lo[1] - first_row);
     const offset_t first_atom = block_begin - first_row;
     const int tile_items = (int)(block_end - block_begin);
     const int tile_nnz = tile_items - tile_rows;
     // 2. Row bounds, coalesced: slot i holds tile_begin(first_row + i) for i in [0, tile_rows].
+    #pragma unroll 4
     for (int i = threadIdx.x; i <= tile_rows; i += TEAAL_BLOCK_THREADS) {
       tile[teaal_slot(i)].bound = i == 0 ? A.tile_begin(first_row) : A.tile_end(first_row + i - 1);
     }
     __syncthreads();
-    // 3. Contributions of the tile's atoms, coalesced, after the bounds.
-    #pragma unroll 4
-    for (int j = threadIdx.x; j < tile_nnz; j += TEAAL_BLOCK_THREADS) {
-      const offset_t a = first_atom + j;
-      const offset_t t = first_row + teaal_tile_row(tile, tile_rows, a);
-      tile[teaal_slot(tile_rows + 1 + j)].product = A.atom_product(t, a, x);
+    // 3. Contributions of the tile's atoms, coalesced, after the bounds, in unrolled steps of
+    //    TEAAL_STAGE_UNROLL a thread, whose loads are all in flight together.
+    for (int base = 0; base < tile_nnz; base += TEAAL_STAGE_UNROLL * TEAAL_BLOCK_THREADS) {
+      #pragma unroll
+      for (int u = 0; u < TEAAL_STAGE_UNROLL; ++u) {
+        const int j = base + (int)threadIdx.x + u * TEAAL_BLOCK_THREADS;
+        if (j < tile_nnz) {
+          const offset_t a = first_atom + j;
+          const offset_t t = first_row + teaal_tile_row(tile, tile_rows, a);
+          tile[teaal_slot(tile_rows + 1 + j)].product = A.atom_product(t, a, x);
+        }
+      }
     }
     __syncthreads();
-
     // 4. This thread's chunk: local items [k0, k1) of the tile.
     const int k0 = (int)threadIdx.x * (int)items_per_thread;
     const int k1 = k0 + (int)items_per_thread < tile_items ? k0 + (int)items_per_thread : tile_items;
@@ -366,30 +429,24 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_mer
   }
 
   // ---- Long chunks: walked straight from the layout ----------------------------------
-  __shared__ offset_t block_rows[2];
-  const RowBounds global_rows{A, nullptr, 0, false};
-  if (threadIdx.x == 0) block_rows[0] = teaal_merge_search(global_rows, 0, tiles, block_begin);
-  if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
-    block_rows[1] = teaal_merge_search(global_rows, 0, tiles, block_end - 1);
-  __syncthreads();
-  // Rows block_rows[0] .. block_rows[1] hold every item of this block (both < tiles).
-  __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
-  const offset_t row_count = block_rows[1] - block_rows[0] + 1;
-  const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
+  // Rows first .. last hold every item of this block (both < tiles); their bounds are staged
+  // in the tile's memory when they fit, else read from the layout.
+  const offset_t first = search.lo[0], last = search.lo[1];
+  offset_t* rows_staged = reinterpret_cast<offset_t*>(tile);
+  const bool in_shared = last - first + 1 <= TEAAL_DIRECT_ROWS;  // the same in every thread
   if (in_shared) {
-    for (offset_t i = threadIdx.x; i <= row_count; i += TEAAL_BLOCK_THREADS) {
-      staged[i] = i == 0 ? A.tile_begin(block_rows[0]) : A.tile_end(block_rows[0] + i - 1);
+    for (offset_t i = threadIdx.x; i <= last - first + 1; i += TEAAL_BLOCK_THREADS) {
+      rows_staged[i] = i == 0 ? A.tile_begin(first) : A.tile_end(first + i - 1);
     }
   }
   __syncthreads();
-  const RowBounds bounds{A, staged, block_rows[0], in_shared};
-
+  const RowBounds bounds{A, rows_staged, first, in_shared};
   if (tid >= workers) return;  // (after the block-wide barrier)
 
   const offset_t item_begin = tid * items_per_thread;
   const offset_t item_end =
       (items - item_begin < items_per_thread) ? items : item_begin + items_per_thread;
-  offset_t row = teaal_merge_search(bounds, block_rows[0], block_rows[1], item_begin);
+  offset_t row = teaal_merge_search(bounds, first, last, item_begin);
   offset_t a = item_begin - row;  // first nonzero of this chunk
   offset_t item = item_begin;
   // The current row is stored whole when its first item lies in this chunk.
