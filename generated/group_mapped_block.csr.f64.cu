@@ -147,24 +147,24 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
     if (m < A.num_tiles()) {
       const offset_t end = A.tile_end(m);
       value_t sum = 0;
-      offset_t a = A.tile_begin(m) + lane;  // time rank K1: a = begin + lane + k1 * G
-      // TEAAL_UNROLL steps of K1 at once: every load is issued before the first product is
-      // summed; the sum still runs in K1 order.
-      for (; end - a > (TEAAL_UNROLL - 1) * TEAAL_GROUP_SIZE; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
+      // Time rank K1 in steps of TEAAL_UNROLL: lane takes a = begin + lane + k1 * G, and every
+      // load of a step is issued before its first product is summed (short rows too: the
+      // step's positions past the row's end are skipped). The sum runs in K1 order.
+      for (offset_t a = A.tile_begin(m) + lane; a < end; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
         value_t product[TEAAL_UNROLL];
         #pragma unroll
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
-          product[u] = A.atom_product(m, a + u * TEAAL_GROUP_SIZE, x);
+          const offset_t at = a + u * TEAAL_GROUP_SIZE;
+          product[u] = at < end ? A.atom_product(m, at, x) : value_t(0);
         }
         #pragma unroll
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
-          sum += product[u];
-          if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
+          const offset_t at = a + u * TEAAL_GROUP_SIZE;
+          if (at < end) {
+            sum += product[u];
+            if (TEAAL_TRACE) owner[at] = (int)tid;
+          }
         }
-      }
-      for (; a < end; a += TEAAL_GROUP_SIZE) {
-        sum += A.atom_product(m, a, x);
-        if (TEAAL_TRACE) owner[a] = (int)tid;
       }
       sum = teaal_segment_sum<32>(sum, group_mask);
       if (lane % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
