@@ -152,6 +152,27 @@ def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) 
     return y, owner, prepared.bound, f"GPU {kernel.dtype.name}"
 
 
+def _owners_not_comparable(bound: Any, view: Any) -> str | None:
+    """Why the reference's space stamps cannot be mapped onto this layout's atoms, if so.
+
+    The HiFiber reference runs the spec on fibers of nonzeros. Chunked schedules
+    (work-oriented, merge-path) over a padded layout count padded slots, and BCSR's atoms are
+    whole blocks: there the reference's chunks and tiles are not the kernel's.
+    """
+    from teaal_loops.ir import ScheduleKind
+
+    layout = bound.schedule.layout
+    if layout.startswith("bcsr"):
+        return f"layout {layout}: its tiles are block rows and its atoms blocks"
+    chunked = bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH)
+    if chunked and view.num_atoms != len(view.entry_atom):
+        return (
+            f"layout {layout}: {bound.kind.value} chunks count its {view.num_atoms} padded "
+            f"slots, the reference's count the {len(view.entry_atom)} nonzeros"
+        )
+    return None
+
+
 def _compare_owners(
     spec: Any, bound: Any, A: Any, stamps: Any, other_owner: Any
 ) -> tuple[bool, str]:
@@ -167,6 +188,9 @@ def _compare_owners(
         view = tile_view(layout, A)
     except LayoutError as err:
         return True, f"not compared ({err.message})"
+    reason = _owners_not_comparable(bound, view)
+    if reason:
+        return True, f"not compared ({reason})"
     shape = recognise_spmv(spec)
     row_var, col_var = shape.row_var, shape.col_var
     # Entries (output row, column) in key order, to find the atom of each multiply.

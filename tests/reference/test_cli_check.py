@@ -149,3 +149,20 @@ def test_check_compares_owners_of_a_csc_spec_in_its_own_atom_order(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "layout csc" in out and "owners (CPU simulation vs reference): agree for all" in out
+
+
+@pytest.mark.parametrize(
+    "spec,why",
+    [
+        ("specs/layouts/ell/work_oriented.yaml", "chunks count its"),
+        ("specs/layouts/bcsr_2x2/thread_mapped.yaml", "atoms blocks"),
+    ],
+)
+def test_check_says_owners_are_not_comparable_where_layout_atoms_are_not_nonzeros(
+    capsys: pytest.CaptureFixture[str], spec: str, why: str
+) -> None:
+    code = main(["check", str(REPO / spec), "--synthetic", "banded:rows=80,nnz=640,seed=1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "values (CPU simulation vs reference): agree" in out
+    assert "owners (CPU simulation vs reference): not compared" in out and why in out
