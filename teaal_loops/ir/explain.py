@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from teaal_loops.ir.bind import describe_sizes
+from teaal_loops.ir.layouts import layout_semantics
 from teaal_loops.ir.model import BoundSchedule, Combine, GpuLevel, Schedule, ScheduleKind
 from teaal_loops.ir.simulate import SimResult
 
@@ -100,6 +101,9 @@ def explain_text(
         sizes = describe_sizes(bound)
         lines.append(
             f"matrix:    {bound.matrix.rows} x {bound.matrix.cols}, {bound.matrix.nnz} nonzeros"
+            if s.layout == "csr"
+            else f"bound to:  {bound.matrix.rows} tiles ({layout_semantics(s.layout).tiles}), "
+            f"{bound.matrix.nnz} atoms of layout {s.layout}"
         )
         lines.append("bound:     " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
         lines.append(
