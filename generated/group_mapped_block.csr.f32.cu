@@ -148,21 +148,34 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
       const offset_t end = A.tile_end(m);
       value_t sum = 0;
       // Time rank K1 in steps of TEAAL_UNROLL: lane takes a = begin + lane + k1 * G, and every
-      // load of a step is issued before its first product is summed (short rows too: the
-      // step's positions past the row's end are skipped). The sum runs in K1 order.
-      for (offset_t a = A.tile_begin(m) + lane; a < end; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
+      // load of a step is issued before its first product is summed. The last, partial step
+      // loads its positions past the row's end from position a instead (in bounds, and in a
+      // line just read) and skips them. The sum runs in K1 order.
+      offset_t a = A.tile_begin(m) + lane;
+      for (; end - a > (TEAAL_UNROLL - 1) * TEAAL_GROUP_SIZE; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
+        value_t product[TEAAL_UNROLL];
+        #pragma unroll
+        for (int u = 0; u < TEAAL_UNROLL; ++u) {
+          product[u] = A.atom_product(m, a + u * TEAAL_GROUP_SIZE, x);
+        }
+        #pragma unroll
+        for (int u = 0; u < TEAAL_UNROLL; ++u) {
+          sum += product[u];
+          if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
+        }
+      }
+      if (a < end) {
         value_t product[TEAAL_UNROLL];
         #pragma unroll
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
           const offset_t at = a + u * TEAAL_GROUP_SIZE;
-          product[u] = at < end ? A.atom_product(m, at, x) : value_t(0);
+          product[u] = A.atom_product(m, at < end ? at : a, x);
         }
         #pragma unroll
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
-          const offset_t at = a + u * TEAAL_GROUP_SIZE;
-          if (at < end) {
+          if (a + u * TEAAL_GROUP_SIZE < end) {
             sum += product[u];
-            if (TEAAL_TRACE) owner[at] = (int)tid;
+            if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
           }
         }
       }

@@ -266,8 +266,9 @@ union TeaalTileSlot {
   offset_t bound;
   value_t product;
 };
-// Items a staged tile holds per thread: 16 KB of slots for the whole tile, at most 32.
-constexpr int TEAAL_TILE_BYTES = 16384;
+// Items a staged tile holds per thread: 128 bytes of slots a thread (40 KB at most), at most
+// 32 items: 32 in float32, 16 in float64 (or with 64-bit offsets).
+constexpr int TEAAL_TILE_BYTES = 128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960;
 constexpr int TEAAL_STAGED_IPT =
     (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 32 ? 32
     : (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) < 1 ? 1

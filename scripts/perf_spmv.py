@@ -68,36 +68,43 @@ def corpus_variants() -> list[Variant]:
         Variant("group_mapped_block_g128", "group_mapped_block", {"GROUP": 128}),
         Variant("work_oriented_w8", "work_oriented", {"WORK_PER_THREAD": 8}),
         *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i})
-          for i in (4, 8, 12, 16)],
+          for i in (4, 8, 16, 32)],
         Variant("merge_path_i8_t256", "merge_path", {"ITEMS_PER_THREAD": 8}, block_threads=256),
-        Variant("merge_path_i32_direct", "merge_path", {"ITEMS_PER_THREAD": 32}),
+        Variant("merge_path_i16_r32", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=FULL_OCCUPANCY),
+        *[Variant(f"PREV_group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g},
+                  baseline=f"prev_group_mapped_g{g}") for g in (8, 32)],
         Variant("OLD_merge_path_i8", "merge_path", {"ITEMS_PER_THREAD": 8},
                 baseline="merge_path_i8"),
         Variant("OLD_group_mapped_g32", "group_mapped", {"BLOCK_SIZE": 32},
                 baseline="group_mapped_g32"),
-        Variant("OLD_group_mapped_g8", "group_mapped", {"BLOCK_SIZE": 8},
-                baseline="group_mapped_g8"),
     ]
 
 
+# merge-path with a 32-register budget (every thread slot of the SM) instead of 64
+FULL_OCCUPANCY = (("#define TEAAL_MIN_BLOCKS (1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / "
+                   "TEAAL_BLOCK_THREADS : 1)",
+                   "#define TEAAL_MIN_BLOCKS (2048 / TEAAL_BLOCK_THREADS)"),)
+
+
 def large_variants() -> list[Variant]:
-    unroll8 = (("#define TEAAL_UNROLL 4", "#define TEAAL_UNROLL 8"),)
     return [
         *[Variant(f"group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g}) for g in (4, 8, 16, 32)],
-        *[Variant(f"group_mapped_g{g}_u8", "group_mapped", {"BLOCK_SIZE": g}, patch=unroll8)
-          for g in (4, 8)],
-        Variant("work_oriented_w8", "work_oriented", {"WORK_PER_THREAD": 8}),
+        *[Variant(f"PREV_group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g},
+                  baseline=f"prev_group_mapped_g{g}") for g in (4, 8, 16, 32)],
         Variant("work_oriented_w32", "work_oriented", {"WORK_PER_THREAD": 32}),
-        *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i}) for i in (8, 12, 16)],
+        *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i})
+          for i in (8, 16, 24, 32)],
         Variant("merge_path_i8_t256", "merge_path", {"ITEMS_PER_THREAD": 8}, block_threads=256),
         Variant("merge_path_i16_t256", "merge_path", {"ITEMS_PER_THREAD": 16}, block_threads=256),
-        Variant("merge_path_i32_direct", "merge_path", {"ITEMS_PER_THREAD": 32}),
+        Variant("merge_path_i16_r32", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=FULL_OCCUPANCY),
+        Variant("merge_path_i32_r32", "merge_path", {"ITEMS_PER_THREAD": 32}, patch=FULL_OCCUPANCY),
+        Variant("merge_path_i48_direct", "merge_path", {"ITEMS_PER_THREAD": 48}),
         Variant("OLD_merge_path_i8", "merge_path", {"ITEMS_PER_THREAD": 8},
                 baseline="merge_path_i8"),
         Variant("OLD_group_mapped_g4", "group_mapped", {"BLOCK_SIZE": 4},
                 baseline="group_mapped_g4"),
-        Variant("OLD_group_mapped_g16", "group_mapped", {"BLOCK_SIZE": 16},
-                baseline="group_mapped_g16"),
+        Variant("OLD_group_mapped_g32", "group_mapped", {"BLOCK_SIZE": 32},
+                baseline="group_mapped_g32"),
     ]
 
 
@@ -313,6 +320,10 @@ class Runner:
         host = timer.host_us(op, 50 if n > 3 and probe < 1000 else 3)
         kern, queued = timer.queued(op, n, host)
         kus = median(kern)
+        if probe < 200:  # the convenient call (allocates y) as well, on small matrices
+            out_call = timer.host_us(lambda i: k(prepared[i % copies], xs[i % copies]), 50)
+        else:
+            out_call = None
         b = prepared[0].bound
         out = {
             "call_us": median(call), "kernel_us": kus, "host_us": host, "queued": queued,
@@ -320,6 +331,7 @@ class Runner:
             "speedup_called": None, "speedup_kernel": cus_kernel_us / kus if kus > 0 else None,
             "launch": [b.launch.blocks, b.launch.threads_per_block],
             "work_per_thread": b.work_per_thread, "group_size": b.group_size, "reps": n,
+            "call_path_host_us": out_call,
         }
         print(f"  {v.label:26s} call {out['call_us']:9.1f} kernel {kus:9.1f} us host "
               f"{host:5.1f} {out['GBps']:8.1f} GB/s x{out['speedup_kernel']:5.2f} kernel"
@@ -406,7 +418,7 @@ def summarize(doc: dict[str, Any]) -> None:
           "   x_kern | best(call)                call  x_call")
     for m in doc["matrices"]:
         good = {k: v for k, v in m["variants"].items()
-                if "kernel_us" in v and v["mismatches"] == 0 and not k.startswith("OLD")}
+                if "kernel_us" in v and v["mismatches"] == 0 and not k.startswith(("OLD", "PREV"))}
         if not good:
             print(f"{m['matrix']:26s} no valid variant")
             continue
