@@ -60,49 +60,60 @@ class Variant:
     small_only: bool = False
 
 
+# Source patches for variants (the templates' knobs, and one layout experiment)
+UNROLL8 = (("#define TEAAL_UNROLL 4", "#define TEAAL_UNROLL 8"),)
+MIN_BLOCKS_64 = "(1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / TEAAL_BLOCK_THREADS : 1)"
+REG128 = ((MIN_BLOCKS_64, "(512 / TEAAL_BLOCK_THREADS > 0 ? 512 / TEAAL_BLOCK_THREADS : 1)"),)
+STAGE_UNROLL = "constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < 16 ? TEAAL_STAGED_IPT : 16;"
+SU8 = ((STAGE_UNROLL, STAGE_UNROLL.replace("16", "8")),)
+SU32_REG128 = ((STAGE_UNROLL, STAGE_UNROLL.replace("16", "32")),) + REG128
+# streaming (evict-first) loads of the matrix, so that they do not push x out of the L2
+LDCS = (("{ return __ldg(indices + a); }", "{ return __ldcs(indices + a); }"),
+        ("{ return __ldg(values + a); }", "{ return __ldcs(values + a); }"))
+
+
 def corpus_variants() -> list[Variant]:
     return [
         Variant("thread_mapped", "thread_mapped"),
         *[Variant(f"group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g})
           for g in (2, 4, 8, 16, 32)],
+        Variant("group_mapped_g32_u8", "group_mapped", {"BLOCK_SIZE": 32}, patch=UNROLL8),
         Variant("group_mapped_block_g128", "group_mapped_block", {"GROUP": 128}),
-        Variant("work_oriented_w8", "work_oriented", {"WORK_PER_THREAD": 8}),
         *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i})
           for i in (4, 8, 16, 32)],
-        Variant("merge_path_i8_t256", "merge_path", {"ITEMS_PER_THREAD": 8}, block_threads=256),
-        Variant("merge_path_i16_r32", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=FULL_OCCUPANCY),
-        *[Variant(f"PREV_group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g},
-                  baseline=f"prev_group_mapped_g{g}") for g in (8, 32)],
+        Variant("merge_path_i16_t256", "merge_path", {"ITEMS_PER_THREAD": 16}, block_threads=256),
+        Variant("merge_path_i32_t256", "merge_path", {"ITEMS_PER_THREAD": 32}, block_threads=256),
+        Variant("merge_path_i16_su8", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=SU8),
         Variant("OLD_merge_path_i8", "merge_path", {"ITEMS_PER_THREAD": 8},
                 baseline="merge_path_i8"),
+        Variant("OLD_group_mapped_g8", "group_mapped", {"BLOCK_SIZE": 8},
+                baseline="group_mapped_g8"),
         Variant("OLD_group_mapped_g32", "group_mapped", {"BLOCK_SIZE": 32},
                 baseline="group_mapped_g32"),
     ]
 
 
-# merge-path with a 32-register budget (every thread slot of the SM) instead of 64
-FULL_OCCUPANCY = (("#define TEAAL_MIN_BLOCKS (1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / "
-                   "TEAAL_BLOCK_THREADS : 1)",
-                   "#define TEAAL_MIN_BLOCKS (2048 / TEAAL_BLOCK_THREADS)"),)
-
-
 def large_variants() -> list[Variant]:
     return [
         *[Variant(f"group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g}) for g in (4, 8, 16, 32)],
-        *[Variant(f"PREV_group_mapped_g{g}", "group_mapped", {"BLOCK_SIZE": g},
-                  baseline=f"prev_group_mapped_g{g}") for g in (4, 8, 16, 32)],
-        Variant("work_oriented_w32", "work_oriented", {"WORK_PER_THREAD": 32}),
-        *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i})
-          for i in (8, 16, 24, 32)],
-        Variant("merge_path_i8_t256", "merge_path", {"ITEMS_PER_THREAD": 8}, block_threads=256),
+        *[Variant(f"group_mapped_g{g}_u8", "group_mapped", {"BLOCK_SIZE": g}, patch=UNROLL8)
+          for g in (8, 32)],
+        Variant("group_mapped_g8_ldcs", "group_mapped", {"BLOCK_SIZE": 8}, patch=LDCS),
+        *[Variant(f"merge_path_i{i}", "merge_path", {"ITEMS_PER_THREAD": i}) for i in (16, 24, 32)],
         Variant("merge_path_i16_t256", "merge_path", {"ITEMS_PER_THREAD": 16}, block_threads=256),
-        Variant("merge_path_i16_r32", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=FULL_OCCUPANCY),
-        Variant("merge_path_i32_r32", "merge_path", {"ITEMS_PER_THREAD": 32}, patch=FULL_OCCUPANCY),
-        Variant("merge_path_i48_direct", "merge_path", {"ITEMS_PER_THREAD": 48}),
+        Variant("merge_path_i32_t256", "merge_path", {"ITEMS_PER_THREAD": 32}, block_threads=256),
+        Variant("merge_path_i16_t512", "merge_path", {"ITEMS_PER_THREAD": 16}, block_threads=512),
+        Variant("merge_path_i16_su8", "merge_path", {"ITEMS_PER_THREAD": 16}, patch=SU8),
+        Variant("merge_path_i32_r128", "merge_path", {"ITEMS_PER_THREAD": 32}, patch=SU32_REG128),
+        Variant("merge_path_i32_ldcs", "merge_path", {"ITEMS_PER_THREAD": 32}, patch=LDCS),
+        Variant("merge_path_i16_t256_ldcs", "merge_path", {"ITEMS_PER_THREAD": 16},
+                block_threads=256, patch=LDCS),
         Variant("OLD_merge_path_i8", "merge_path", {"ITEMS_PER_THREAD": 8},
                 baseline="merge_path_i8"),
         Variant("OLD_group_mapped_g4", "group_mapped", {"BLOCK_SIZE": 4},
                 baseline="group_mapped_g4"),
+        Variant("OLD_group_mapped_g16", "group_mapped", {"BLOCK_SIZE": 16},
+                baseline="group_mapped_g16"),
         Variant("OLD_group_mapped_g32", "group_mapped", {"BLOCK_SIZE": 32},
                 baseline="group_mapped_g32"),
     ]
