@@ -42,8 +42,11 @@ struct Layout {
   __device__ __forceinline__ offset_t tile_size(offset_t t) const {
     return tile_end(t) - tile_begin(t);
   }
-  __device__ __forceinline__ index_t atom_col(offset_t a) const { return __ldg(indices + a); }
-  __device__ __forceinline__ value_t atom_val(offset_t a) const { return __ldg(values + a); }
+  // Column indices and values are read exactly once per launch: streaming loads (evict-first)
+  // keep them from pushing x out of the caches. Measured on an H200: uniform 134M nonzeros
+  // 1,365 -> 1,254 us, longrows 551 -> 521 us, banded unchanged.
+  __device__ __forceinline__ index_t atom_col(offset_t a) const { return __ldcs(indices + a); }
+  __device__ __forceinline__ value_t atom_val(offset_t a) const { return __ldcs(values + a); }
   // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
   // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,

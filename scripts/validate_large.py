@@ -25,10 +25,11 @@ KINDS = ["uniform", "rmat", "banded", "longrows", "emptyrows"]
 SPECS = ["thread_mapped", "group_mapped", "group_mapped_block", "work_oriented", "merge_path"]
 
 
-def sizes(max_nnz: int) -> list[int]:
+def sizes(max_nnz: int, min_nnz: int = 1_000_000) -> list[int]:
     out, n = [], 1_000_000
     while n <= max_nnz:
-        out.append(n)
+        if n >= min_nnz:
+            out.append(n)
         n *= 10
     return out or [max_nnz]
 
@@ -36,6 +37,7 @@ def sizes(max_nnz: int) -> list[int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--max-nnz", type=float, default=1e8)
+    p.add_argument("--min-nnz", type=float, default=1e6, help="skip sizes below this")
     p.add_argument("--trace-max-nnz", type=float, default=2e7)
     p.add_argument("--kind", action="append", help=f"synthetic kinds (default {KINDS})")
     p.add_argument("--spec", action="append", help=f"spec names (default {SPECS})")
@@ -52,7 +54,7 @@ def main() -> int:
 
     cases: list[dict[str, Any]] = []
     failed = 0
-    for nnz in sizes(int(args.max_nnz)):
+    for nnz in sizes(int(args.max_nnz), int(args.min_nnz)):
         for kind in args.kind or KINDS:
             rows = max(1000, nnz // 10) if kind != "longrows" else max(1000, nnz // 100)
             text = f"{kind}:rows={rows},nnz={nnz},seed=11"

@@ -20,34 +20,34 @@ candidate gets a cost and the cheapest wins:
   512 a thread block): ``CW * max(rows*G / resident, MIN_WAVES) + CI * ceil(max_row / G)``
   ``(+ CB for a block group's shared-memory reduction, - CT for thread-mapped, which reduces
   nothing)``;
-* work-oriented (equal nonzeros a thread, atomics for split rows, y zeroed first):
-  ``CF0 + CFS * log2(rows) + CFW * nnz / resident`` (the zeroing launch, the per-thread binary
-  search, the streaming).
+* merge-path (equal shares of row ends plus nonzeros, split rows combined in the block, y
+  zeroed first; ``FLAT_WORK`` items a thread, ``FLAT_WORK_LARGE`` past ``FLAT_LARGE_NNZ``):
+  ``CF0 + CFS * log2(rows) + CFW * nnz / resident`` (the zeroing, the tile search, the
+  streaming). This candidate was work-oriented until merge-path's staged kernel beat it on
+  every skewed matrix (H200, the tuning run recorded in BENCHMARKS.md).
 
 **Throughput regime** (large matrices, bandwidth-bound):
 
 * skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean):
-  a warp a row costs at least the critical path of the longest row,
-  ``CRIT_STEP * ceil(max_row / 32)``; work-oriented with ``LARGE_WORK`` nonzeros a thread costs
-  about ``FLAT_PS_PER_BYTE`` picoseconds per compulsory byte (its per-thread chunks do not
-  coalesce).
-  ``T1a``: the warp when its critical path is the shorter, ``T1b``: work-oriented otherwise;
+  ``T1``, merge-path with about a mean row of items a thread (16 to 32). A warp a row waits on
+  the longest row (R-MAT scale 23: 0.49x cuSPARSE), work-oriented's chunks do not coalesce
+  (longrows: 0.24x); staged merge-path reached 0.91x on both in the same H200 run;
 * otherwise (``T2``) group-mapped with about ``LANE_WORK`` nonzeros a lane (``G`` = the power of
   two nearest below ``mean / LANE_WORK``, a block group past 32 lanes, up to 512), but at least
   ``MIN_LARGE_GROUP`` lanes for rows of ``2 * LANE_WORK`` or more.
 
 Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (latency-regime cost
-model), ``T1a`` / ``T1b`` (skewed, large), ``T2`` (regular, large). A group is never chosen
+model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen
 whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
 
 Where the constants come from (BENCHMARKS.md has the runs, on an H200): the latency model was
 fitted to the device times of every library variant on the corpus in float64 (run 1) and then
 held within 10% of the best on 77 of 78 corpus cases of two later runs (float32 and float64);
 ``CT`` was added after them (78 of 78, in-sample). The throughput rules come from the four large
-classes of run 2: ``LANE_WORK`` and ``MIN_LARGE_GROUP`` from banded and uniform, ``CRIT_STEP``
-(a warp's time on rmat and longrows over its longest row's steps) and ``FLAT_PS_PER_BYTE``
-(work-oriented's effective rate there): in-sample, to be confirmed by the next run. Only the
-ratios matter; the units are roughly microseconds.
+classes of run 2: ``LANE_WORK`` and ``MIN_LARGE_GROUP`` from banded and uniform, and the
+skewed rule from rmat and longrows under the staged merge-path (H8's tuning run): in-sample,
+confirmed or not by the bench run that BENCHMARKS.md reports last. Only the ratios of the
+latency model's constants matter; their units are roughly microseconds.
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ CF0 = 5.0  # work-oriented: zeroing y (a second launch) and fixed costs
 CFS = 0.3  # ... one step of its per-thread binary search for the first row
 CFW = 1.0  # ... one wave of nonzeros
 CT = 0.25  # thread-mapped has no reduction across lanes
-FLAT_WORK = 8  # work-oriented nonzeros a thread in the latency regime
+FLAT_WORK = 8  # merge items a thread in the latency regime
+FLAT_WORK_LARGE = 32  # ... once a matrix passes FLAT_LARGE_NNZ nonzeros (fewer block searches)
+FLAT_LARGE_NNZ = 2_000_000
 # Throughput regime.
 HIGH_CV = 2.0
 LONG_ROW = 1024
 SKEW = 32.0
-CRIT_STEP = 0.42  # us a step of a warp's slowest lane on a large matrix (measured)
-FLAT_PS_PER_BYTE = 2.0  # work-oriented on large skewed matrices: ~500 GB/s effective (measured)
-LARGE_WORK = 32  # work-oriented nonzeros a thread for large skewed matrices
+LARGE_ITEMS = (16, 32)  # merge items a thread for large skewed matrices: about a mean row
 LANE_WORK = 8  # nonzeros a lane for large regular matrices
 MIN_LARGE_GROUP = 4
 INT32_MAX = 2**31 - 1
@@ -91,6 +91,7 @@ BLOCK_SPEC = "group_mapped_block"  # specs/group_mapped_block.yaml: uniform_occu
 WARP_GROUP_PARAM = "BLOCK_SIZE"
 BLOCK_GROUP_PARAM = "GROUP"
 WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
+MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
 
 
 class MatrixStats(Protocol):
@@ -168,7 +169,7 @@ def costs(stats: MatrixStats, device: DeviceInfo | None = None) -> dict[str, flo
         for g in GROUP_SIZES
         if rows * g <= INT32_MAX
     }
-    out[f"{WORK_SPEC}[{WORK_PARAM}={FLAT_WORK}]"] = flat_cost(rows, nnz, resident)
+    out[_flat_choice(nnz, "", "").label] = flat_cost(rows, nnz, resident)
     return out
 
 
@@ -189,9 +190,8 @@ def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
         f"{rows} rows, longest {longest}: estimated "
         + ", ".join(f"{k} {v:.1f}" for k, v in ranked)
     )
-    if label.startswith(WORK_SPEC):
-        return AutoChoice(ScheduleKind.WORK_ORIENTED, WORK_SPEC, {WORK_PARAM: FLAT_WORK}, "L",
-                          reason)
+    if label.startswith(MERGE_SPEC):
+        return _flat_choice(nnz, "L", reason)
     group = next(g for g in GROUP_SIZES if group_choice(g, "", "").label == label)
     return group_choice(group, "L", reason)
 
@@ -199,19 +199,12 @@ def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
 def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> AutoChoice:
     skew = longest / mean if mean else 0.0
     if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
-        critical = CRIT_STEP * math.ceil(longest / 32)
-        streaming = FLAT_PS_PER_BYTE * 1e-6 * (8 * nnz + 12 * rows)  # float32 compulsory bytes
-        shape = f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest})"
-        if critical <= streaming and rows * 32 <= INT32_MAX:
-            return group_choice(
-                32, "T1a",
-                f"{shape}: a warp a row, its longest row ~{critical:.0f} us < streaming "
-                f"~{streaming:.0f} us",
-            )
+        items = max(LARGE_ITEMS[0], min(LARGE_ITEMS[1], _pow2_floor(mean) or 1))
         return AutoChoice(
-            ScheduleKind.WORK_ORIENTED, WORK_SPEC, {WORK_PARAM: LARGE_WORK}, "T1b",
-            f"{shape}: work-oriented, {LARGE_WORK} nonzeros a thread (a warp a row would take "
-            f"~{critical:.0f} us on the longest row)",
+            ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, "T1",
+            f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest}): merge-path, "
+            f"{items} items a thread (a warp a row waits ~{math.ceil(longest / 32)} steps on the "
+            "longest row)",
         )
     group = max(2, _pow2_floor(mean / LANE_WORK))
     if mean >= 2 * LANE_WORK:
@@ -223,6 +216,12 @@ def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> Au
         group, "T2",
         f"{nnz} nonzeros in regular rows (mean {mean:.1f}, cv {cv:.2f}): {group} lanes a row",
     )
+
+
+def _flat_choice(nnz: int, rule: str, reason: str) -> AutoChoice:
+    """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
+    items = FLAT_WORK if nnz <= FLAT_LARGE_NNZ else FLAT_WORK_LARGE
+    return AutoChoice(ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
 
 
 def _pow2_floor(value: float) -> int:

@@ -13,7 +13,9 @@ Documented defaults for parameters the user did not bind (``--param`` or ``x-tea
 * atoms per thread (work-oriented) and merge items per thread (merge-path): 8, as loops'
   merge_path_flat uses for f32. Measured on an H200, 8 beat "just enough chunks to fill the
   GPU" by up to 6.8x (banded, 40M nonzeros: 0.20 ms against 1.36 ms): short chunks keep each
-  thread's loads in flight and its search short.
+  thread's loads in flight and its search short. Merge-path past 2M merge items takes 16: its
+  staged kernel searches once per block, and larger shares halve those searches (longrows,
+  134M nonzeros: 953 us at 8, 551 us at 32); 16 is the most a float64 tile stages.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from teaal_loops.ir.model import (
 
 INT32_MAX = 2**31 - 1
 DEFAULT_ITEMS_PER_THREAD = 8
+DEFAULT_MERGE_ITEMS_LARGE = 16  # merge-path past MERGE_LARGE_ITEMS merge items (rows + nnz)
+MERGE_LARGE_ITEMS = 2_000_000
 DEFAULT_GROUP_SIZE = 32
 
 
@@ -171,6 +175,8 @@ def bind(
     merge = kind == ScheduleKind.MERGE_PATH
     work = rows + nnz if merge else nnz
     default = DEFAULT_ITEMS_PER_THREAD
+    if merge and work > MERGE_LARGE_ITEMS:
+        default = DEFAULT_MERGE_ITEMS_LARGE
     per_thread = value_of(schedule.work_per_thread, default)
     if per_thread < 1:
         raise ParameterError(f"{_name(schedule.work_per_thread)} must be positive")

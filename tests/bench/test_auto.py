@@ -44,20 +44,14 @@ def test_empty_matrix_is_thread_mapped() -> None:
     assert auto.choose(stats(0, 0)).rule == "R0"
 
 
-def test_large_skewed_matrices_weigh_the_longest_row_against_streaming() -> None:
-    # rows of ~1M nonzeros: a warp a row would take ~29k steps; stream the nonzeros instead
+def test_large_skewed_matrices_take_merge_path_with_about_a_mean_row_a_thread() -> None:
+    # rows of ~1M nonzeros (longrows): a warp a row would wait ~29k steps on the longest
     huge = auto.choose(stats(1 << 22, 1 << 27, max_row=1_000_000, cv=160.0), H200)
-    assert huge.rule == "T1b"
-    assert huge.label == f"work_oriented[WORK_PER_THREAD={auto.LARGE_WORK}]"
-    # a power law whose longest row is short enough for one warp
+    assert huge.rule == "T1" and huge.label == "merge_path[ITEMS_PER_THREAD=32]"
+    # R-MAT scale 23: mean ~18.6 nonzeros a row
     power = auto.choose(stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5), H200)
-    assert power.rule == "T1a" and power.label == "group_mapped[BLOCK_SIZE=32]"
-    # the crossover is where the critical path equals the streaming estimate
-    nnz, rows = 156_000_000, 1 << 23
-    crossover = auto.FLAT_PS_PER_BYTE * 1e-6 * (8 * nnz + 12 * rows) / auto.CRIT_STEP * 32
-    below = auto.choose(stats(rows, nnz, max_row=int(crossover * 0.9), cv=10.0), H200)
-    above = auto.choose(stats(rows, nnz, max_row=int(crossover * 1.1), cv=10.0), H200)
-    assert (below.rule, above.rule) == ("T1a", "T1b")
+    assert power.rule == "T1" and power.label == "merge_path[ITEMS_PER_THREAD=16]"
+    assert power.schedule is ScheduleKind.MERGE_PATH
 
 
 def test_large_regular_matrices_give_each_lane_a_few_nonzeros() -> None:
@@ -79,7 +73,7 @@ def test_no_group_overflows_the_32_bit_thread_index(rows: int, mean: float) -> N
 
 def test_small_matrices_use_the_measured_fastest_family() -> None:
     caida = auto.choose(stats(26_475, 106_762, max_row=2628, cv=8.3), H200)
-    assert caida.schedule is ScheduleKind.WORK_ORIENTED and caida.rule == "L"
+    assert caida.schedule is ScheduleKind.MERGE_PATH and caida.rule == "L"
     facebook = auto.choose(stats(4039, 176_468, max_row=1045, cv=1.2), H200)
     assert facebook.spec == auto.BLOCK_SPEC  # rows of ~1000: a block a row
     road = auto.choose(stats(114_599, 239_332, max_row=6, cv=0.2), H200)

@@ -24,6 +24,7 @@ inline dim3 blockIdx;
 #define __shared__ static
 
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
 
 inline std::mutex& emu_atomic_mutex() { static std::mutex m; return m; }
 template <class T> inline T atomicAdd(T* p, T v) {

@@ -158,3 +158,26 @@ def test_blocks_spanning_more_rows_than_shared_memory_holds(
     bound, x, result = _run(schedule, params, A, "float64")
     np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
     np.testing.assert_allclose(result.y, A @ x, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("items", [40, 97])
+def test_merge_path_chunks_longer_than_the_staged_tile_take_the_direct_path(
+    dtype: str, items: int
+) -> None:
+    """Past 32 (f32) or 16 (f64) items a thread the staged shared-memory tile cannot hold a
+    block's share, and merge-path walks the layout directly: owners and values must not move."""
+    for A in (MATRICES["rectangular"], _skewed(seed=items)):
+        bound, x, result = _run(hs.merge_path(), {"ITEMS_PER_THREAD": items}, A, dtype)
+        np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
+        tol = 1e-4 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(result.y, A @ x, rtol=tol, atol=tol)
+
+
+def _skewed(seed: int) -> sp.csr_matrix:
+    """Rows of 0 to 400 nonzeros, a few empty rows in a run: rows split across chunks."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice([0, 0, 1, 3, 17, 400], size=300)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(500, n, replace=False)) for n in lengths])
+    return sp.csr_matrix((rng.uniform(-1, 1, len(indices)), indices, indptr), shape=(300, 500))
