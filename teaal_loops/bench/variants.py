@@ -25,8 +25,9 @@ DEFAULT = "default"
 DEFAULT_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     "BLOCK_SIZE": (2, 4, 8, 16, 32),
     "GROUP": (128, 256, 512),
-    "WORK_PER_THREAD": (DEFAULT, 8, 32, 128),
-    "ITEMS_PER_THREAD": (DEFAULT, 8, 32, 128),
+    "WORK_PER_THREAD": (DEFAULT, 32),  # default: 8
+    # default: 8, or 16 past 2M merge items; past 32 (f32) / 16 (f64) the staged tile overflows
+    "ITEMS_PER_THREAD": (DEFAULT, 4, 16, 32),
 }
 
 
