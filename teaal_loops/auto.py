@@ -43,7 +43,12 @@ whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread in
 Where the constants come from (BENCHMARKS.md has the runs, on an H200): the latency model was
 fitted to the device times of every library variant on the corpus in float64 (run 1) and then
 held within 10% of the best on 77 of 78 corpus cases of two later runs (float32 and float64);
-``CT`` was added after them (78 of 78, in-sample). The throughput rules come from the four large
+``CT`` was added after them (78 of 78, in-sample). After the kernels were tuned (staged
+merge-path, unrolled group loads, streaming loads), run 4 of BENCHMARKS.md gave 26 of 30; from
+its measured times ``CI`` went from 0.25 to 0.2 (any of 0.18-0.22 gives 30 of 30 on it),
+``LANE_WORK`` from 8 to 4 and ``MIN_LARGE_GROUP`` from 4 to 8 (banded and uniform: 8 lanes were
+best), and the skewed rule takes the power of two nearest the mean row, not the one below
+(longrows' mean of 31.99 wants 32). The throughput rules come from the four large
 classes of run 2: ``LANE_WORK`` and ``MIN_LARGE_GROUP`` from banded and uniform, and the
 skewed rule from rmat and longrows under the staged merge-path (H8's tuning run): in-sample,
 confirmed or not by the bench run that BENCHMARKS.md reports last. Only the ratios of the
@@ -65,7 +70,7 @@ from teaal_loops.ir.model import DeviceInfo, ScheduleKind
 THROUGHPUT_WAVES = 32
 # Latency-regime cost model (see the module docstring).
 CW = 1.5  # one wave of threads
-CI = 0.25  # one sequential step of the slowest lane (the critical path)
+CI = 0.2  # one sequential step of the slowest lane (the critical path)
 CB = 0.5  # a block group's barriers and shared-memory reduction
 MIN_WAVES = 0.25  # a launch costs at least this much of a wave, however few threads
 CF0 = 5.0  # work-oriented: zeroing y (a second launch) and fixed costs
@@ -80,8 +85,8 @@ HIGH_CV = 2.0
 LONG_ROW = 1024
 SKEW = 32.0
 LARGE_ITEMS = (16, 32)  # merge items a thread for large skewed matrices: about a mean row
-LANE_WORK = 8  # nonzeros a lane for large regular matrices
-MIN_LARGE_GROUP = 4
+LANE_WORK = 4  # nonzeros a lane for large regular matrices
+MIN_LARGE_GROUP = 8
 INT32_MAX = 2**31 - 1
 
 GROUP_SIZES = (1, 2, 4, 8, 16, 32, 128, 256, 512)
@@ -199,7 +204,7 @@ def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
 def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> AutoChoice:
     skew = longest / mean if mean else 0.0
     if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
-        items = max(LARGE_ITEMS[0], min(LARGE_ITEMS[1], _pow2_floor(mean) or 1))
+        items = max(LARGE_ITEMS[0], min(LARGE_ITEMS[1], _pow2_nearest(mean)))
         return AutoChoice(
             ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, "T1",
             f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest}): merge-path, "
@@ -222,6 +227,11 @@ def _flat_choice(nnz: int, rule: str, reason: str) -> AutoChoice:
     """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
     items = FLAT_WORK if nnz <= FLAT_LARGE_NNZ else FLAT_WORK_LARGE
     return AutoChoice(ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
+
+
+def _pow2_nearest(value: float) -> int:
+    """The power of two nearest to value in log scale (1 for value <= 1)."""
+    return 1 << max(0, round(math.log2(value))) if value > 1 else 1
 
 
 def _pow2_floor(value: float) -> int:
