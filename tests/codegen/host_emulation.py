@@ -153,6 +153,24 @@ def run(
     }
     scalars: dict[str, int] = {"rows": rows, "cols": cols, "nnz": A.nnz}
     scalars.update(schedule_arguments(bound))
+    return execute(exe, cfg, bound, arrays, scalars, rows=rows, atoms=A.nnz, timeout=timeout)
+
+
+def execute(
+    exe: Path,
+    cfg: KernelConfig,
+    bound: BoundSchedule,
+    arrays: dict[str, np.ndarray[Any, Any]],
+    scalars: dict[str, int],
+    *,
+    rows: int,
+    atoms: int,
+    timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> EmulationResult:
+    """Run an emulator binary: write the launch geometry and every kernel argument in signature
+    order (arrays as size + bytes, scalars as int64), read back y and the owners."""
+    value = np.dtype(cfg.dtype)
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
         with inp.open("wb") as f:
@@ -164,8 +182,8 @@ def run(
                     f.write(np.ascontiguousarray(arr).tobytes())
                 else:
                     f.write(np.array([scalars[p.name]], np.int64).tobytes())
-        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout)
+        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout, env=env)
         raw = out.read_bytes()
     y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()
     owner = np.frombuffer(raw[rows * value.itemsize :], dtype=np.int32).copy()
-    return EmulationResult(y=y, owner=owner[: A.nnz])
+    return EmulationResult(y=y, owner=owner[:atoms])

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +48,10 @@ def build(cfg: KernelConfig, *, sanitize: bool = False) -> Path:
     return _sanitized[key]
 
 
-@dataclass
-class Result:
-    y: np.ndarray[Any, Any]
-    owner: np.ndarray[Any, Any]
-
-
 def run(
     cfg: KernelConfig, bound: BoundSchedule, args: HostArguments, x: np.ndarray[Any, Any],
     *, timeout: float = 60.0, sanitize: bool = False,
-) -> Result:
+) -> emu.EmulationResult:
     from teaal_loops.runtime.kernel import schedule_arguments
 
     exe = build(cfg, sanitize=sanitize)
@@ -74,20 +66,7 @@ def run(
     scalars = {"rows": args.shape.rows, "cols": args.shape.cols, "nnz": args.shape.nnz}
     scalars.update(args.scalars)
     scalars.update(schedule_arguments(bound))
-    with tempfile.TemporaryDirectory() as tmp:
-        inp, out = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        with inp.open("wb") as f:
-            f.write(np.array([bound.launch.blocks, bound.launch.threads_per_block], np.int64))
-            for p in cfg.kernel_params():
-                if p.is_pointer:
-                    arr = arrays[p.name]
-                    f.write(np.array([arr.size], np.int64).tobytes())
-                    f.write(np.ascontiguousarray(arr).tobytes())
-                else:
-                    f.write(np.array([scalars[p.name]], np.int64).tobytes())
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # the shim keeps its barriers
-        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout, env=env)
-        raw = out.read_bytes()
-    y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()
-    owner = np.frombuffer(raw[rows * value.itemsize :], dtype=np.int32).copy()
-    return Result(y=y, owner=owner[:atoms])
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # the shim keeps its barriers
+    return emu.execute(
+        exe, cfg, bound, arrays, scalars, rows=rows, atoms=atoms, timeout=timeout, env=env
+    )
