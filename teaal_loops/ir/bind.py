@@ -223,22 +223,6 @@ def row_digits(rows_idx: Any, widths: tuple[int, ...] | list[int]) -> list[Any]:
     return digits
 
 
-def worker_of_digits(bound: BoundSchedule, digits: list[Any]) -> Any:
-    """Mixed-radix worker id of the space levels' digits (first space level most significant)."""
-    tiling = bound.schedule.tiling
-    assert tiling is not None
-    extents = tile_extents(bound.sizes, bound.matrix.rows)
-    n = tiling.depth
-    worker: Any = 0
-    for level in tiling.space_levels:
-        worker = worker * extents[n - level] + digits[n - level]
-    return worker
-
-
-def total_threads(bound: BoundSchedule) -> int:
-    return bound.workers * bound.group_size
-
-
 def describe_sizes(bound: BoundSchedule) -> dict[str, int]:
     """Every resolved size by name, for headers, explain and JSON."""
     out = dict(bound.params)

@@ -56,7 +56,3 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Sequence[tuple[int, Any]]
         digit = int(row_digits(row, bound.sizes)[n - level])
         worker = worker * extents[n - level] + digit
     return worker * bound.group_size + lane
-
-
-def owner_block_thread(tid: int, threads_per_block: int) -> tuple[int, int]:
-    return divmod(tid, threads_per_block)

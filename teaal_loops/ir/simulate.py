@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from teaal_loops.ir.bind import ceil_div, row_digits, tile_extents
+from teaal_loops.ir.bind import row_digits, tile_extents
 from teaal_loops.ir.model import BoundSchedule, ScheduleKind
 from teaal_loops.ir.views import TileView, tile_view
 
@@ -161,13 +161,3 @@ def load_balance(
         atomics=atomics,
         idle_threads=idle,
     )
-
-
-def merge_items_per_chunk(bound: BoundSchedule, rows: int, nnz: int) -> npt.NDArray[np.int64]:
-    """Items (row ends + atoms) each merge-path chunk consumes: never more than its share."""
-    total = rows + nnz
-    chunks = ceil_div(total, bound.work_per_thread) if total else 0
-    sizes = np.full(chunks, bound.work_per_thread, dtype=np.int64)
-    if chunks:
-        sizes[-1] = total - (chunks - 1) * bound.work_per_thread
-    return sizes

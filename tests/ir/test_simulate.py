@@ -141,3 +141,13 @@ def test_ten_million_nonzeros_simulate_in_seconds() -> None:
         elapsed = time.perf_counter() - start
         assert elapsed < 20, f"{name} took {elapsed:.1f} s"
         assert res.owner.shape == (A.nnz,)
+
+
+def test_owner_block_thread_splits_the_global_thread_id_by_the_launch() -> None:
+    A = sp.csr_matrix(np.ones((300, 4)))
+    b = bind(lower(_SPEC_CACHE["thread_mapped"]), MatrixShape(300, 4, A.nnz))
+    res = simulate(b, A, np.ones(4))
+    block, thread = res.owner_block_thread()
+    assert b.launch.threads_per_block == 128
+    assert block[A.indptr[200]] == 1 and thread[A.indptr[200]] == 72  # row 200 = thread 200
+    assert np.array_equal(block * 128 + thread, res.owner)
