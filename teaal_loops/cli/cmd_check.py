@@ -155,20 +155,23 @@ def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) 
 def _owners_not_comparable(bound: Any, view: Any) -> str | None:
     """Why the reference's space stamps cannot be mapped onto this layout's atoms, if so.
 
-    The HiFiber reference runs the spec on fibers of nonzeros. Chunked schedules
-    (work-oriented, merge-path) over a padded layout count padded slots, and BCSR's atoms are
-    whole blocks: there the reference's chunks and tiles are not the kernel's.
+    The HiFiber reference runs the spec on fibers of nonzeros, tiled by rows (columns for a
+    column-major layout). A layout whose tiles are something else (BCSR's block rows) or, for
+    chunked schedules, whose atoms are not exactly the nonzeros (padded slots, blocks) has
+    tiles and chunks that are not the reference's. Read off the tile view, so user-defined
+    layouts are judged the same way.
     """
     from teaal_loops.ir import ScheduleKind
 
     layout = bound.schedule.layout
-    if layout.startswith("bcsr"):
-        return f"layout {layout}: its tiles are block rows and its atoms blocks"
+    matrix_tiles = view.cols if view.scatter else view.rows
+    if view.num_tiles != matrix_tiles:
+        return f"layout {layout}: its {view.num_tiles} tiles are not the matrix's {matrix_tiles}"
     chunked = bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH)
     if chunked and view.num_atoms != len(view.entry_atom):
         return (
-            f"layout {layout}: {bound.kind.value} chunks count its {view.num_atoms} padded "
-            f"slots, the reference's count the {len(view.entry_atom)} nonzeros"
+            f"layout {layout}: {bound.kind.value} chunks count its {view.num_atoms} atoms "
+            f"(padded slots or blocks), the reference's count the {len(view.entry_atom)} nonzeros"
         )
     return None
 

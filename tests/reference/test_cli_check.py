@@ -155,7 +155,8 @@ def test_check_compares_owners_of_a_csc_spec_in_its_own_atom_order(
     "spec,why",
     [
         ("specs/layouts/ell/work_oriented.yaml", "chunks count its"),
-        ("specs/layouts/bcsr_2x2/thread_mapped.yaml", "atoms blocks"),
+        ("specs/layouts/bcsr_2x2/thread_mapped.yaml", "40 tiles are not the matrix's 80"),
+        ("specs/layouts/bcsr_2x2/work_oriented.yaml", "tiles are not the matrix's"),
     ],
 )
 def test_check_says_owners_are_not_comparable_where_layout_atoms_are_not_nonzeros(
