@@ -1,21 +1,22 @@
-"""The schedule IR: lowering from a spec, binding to a matrix and device, CPU simulation."""
+"""The schedule IR: what a GPU kernel does, independent of YAML and of CUDA text.
 
-from teaal_loops.ir.bind import bind, index_bits
-from teaal_loops.ir.lower import lower, recognise_spmv
+:mod:`~teaal_loops.ir.model` holds the IR's types, :mod:`~teaal_loops.ir.einsum` recognises
+the einsum a spec computes, :mod:`~teaal_loops.ir.mapping` reads its mapping the way every
+schedule definition does, and :mod:`~teaal_loops.ir.params` checks its size parameters.
+Lowering, binding and simulation live with the schedule definitions
+(:mod:`teaal_loops.schedules`) and the pipeline's lowering layer (:mod:`teaal_loops.lowering`).
+"""
+
+from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.model import (
     BoundSchedule,
     Combine,
-    DeviceInfo,
     GpuLevel,
-    Launch,
-    MatrixShape,
     RankBinding,
     RowTiling,
     Schedule,
-    ScheduleKind,
 )
-from teaal_loops.ir.ownership import thread_of_space_stamp
-from teaal_loops.ir.simulate import LoadBalance, SimResult, owners, simulate
+from teaal_loops.types import DeviceInfo, Launch, MatrixShape, index_bits
 
 __all__ = [
     "BoundSchedule",
@@ -23,18 +24,11 @@ __all__ = [
     "DeviceInfo",
     "GpuLevel",
     "Launch",
-    "LoadBalance",
     "MatrixShape",
     "RankBinding",
     "RowTiling",
     "Schedule",
-    "ScheduleKind",
-    "SimResult",
-    "bind",
+    "SpmvShape",
     "index_bits",
-    "lower",
-    "owners",
     "recognise_spmv",
-    "simulate",
-    "thread_of_space_stamp",
 ]

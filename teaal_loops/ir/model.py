@@ -10,10 +10,13 @@ For one SpMV-shaped einsum ``Z[m] = A[m, k] * B[k]`` the IR says:
 * how partial results are combined (plain store, reduction within a group, atomics).
 
 Sizes are parameters: a value fixed when the IR is built (``--param`` or a spec default), or
-``None`` when it defaults from the matrix and the device at launch (see
-:mod:`teaal_loops.ir.params`). :meth:`Schedule.bind` resolves them into a
-:class:`BoundSchedule`, which the CPU simulation and the CUDA runtime both execute, so both
-derive the same launch geometry and the same owner of every atom.
+``None`` when it defaults from the matrix and the device at launch (:mod:`teaal_loops.ir.params`
+checks them). :func:`teaal_loops.schedules.bind` resolves them into a :class:`BoundSchedule`,
+which the CPU simulation and the CUDA runtime both execute, so both derive the same launch
+geometry and the same owner of every atom.
+
+The schedule kind is the name of a registered schedule definition
+(:mod:`teaal_loops.schedules`): the IR itself knows no schedule by name.
 """
 
 from __future__ import annotations
@@ -22,12 +25,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-
-class ScheduleKind(str, enum.Enum):
-    THREAD_MAPPED = "thread_mapped"
-    GROUP_MAPPED = "group_mapped"
-    WORK_ORIENTED = "work_oriented"
-    MERGE_PATH = "merge_path"
+from teaal_loops.types import Launch, MatrixShape
 
 
 class Combine(str, enum.Enum):
@@ -95,7 +93,7 @@ class RowTiling:
 class Schedule:
     """The lowered form of one einsum of a spec (see the module docstring)."""
 
-    kind: ScheduleKind
+    kind: str  # the registered schedule definition: "thread_mapped", ...
     spec_name: str
     einsum: str  # the expression text, for headers and messages
     output: str  # "Z"
@@ -122,40 +120,6 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class MatrixShape:
-    """What binding needs to know about the matrix: cheap statistics only."""
-
-    rows: int
-    cols: int
-    nnz: int
-    max_row: int = 0
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """The GPU properties launch defaults depend on. ``H100`` is used when no GPU is present."""
-
-    name: str
-    sm_count: int
-    max_threads_per_sm: int = 2048
-    l2_bytes: int = 50 * 2**20
-
-    @classmethod
-    def h100(cls) -> DeviceInfo:
-        return cls(name="NVIDIA H100 (assumed)", sm_count=132)
-
-
-@dataclass(frozen=True)
-class Launch:
-    blocks: int
-    threads_per_block: int
-
-    @property
-    def total_threads(self) -> int:
-        return self.blocks * self.threads_per_block
-
-
-@dataclass(frozen=True)
 class BoundSchedule:
     """A schedule with every size resolved for one matrix on one device.
 
@@ -175,5 +139,5 @@ class BoundSchedule:
     index_bits: int = 32  # 64 when nnz or rows + nnz exceed 2**31 - 1
 
     @property
-    def kind(self) -> ScheduleKind:
+    def kind(self) -> str:
         return self.schedule.kind
