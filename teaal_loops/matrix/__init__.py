@@ -2,13 +2,12 @@
 
 Everything returns ``scipy.sparse.csr_matrix`` in canonical form (sorted column indices, no
 duplicates, float32 or float64 values); CuPy is only touched when the caller hands in CuPy
-objects. Layouts live in :mod:`teaal_loops.matrix.layouts` (``matrix.layouts.convert``).
+objects. Sparse layouts built from these matrices live in :mod:`teaal_loops.layouts`.
 
 Note: ``matrix.synthetic`` is the generator function; its module is
 ``teaal_loops.matrix.synthetic`` (reach it with ``importlib.import_module`` if you need it).
 """
 
-from teaal_loops.matrix import layouts
 from teaal_loops.matrix.convert import as_csr, index_bits_for, matrix_shape, validate_csr
 from teaal_loops.matrix.mmio import read_matrix_market
 from teaal_loops.matrix.stats import RowStats, row_stats
@@ -19,7 +18,6 @@ __all__ = [
     "RowStats",
     "as_csr",
     "index_bits_for",
-    "layouts",
     "matrix_shape",
     "read_matrix_market",
     "row_stats",

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.ir.model import MatrixShape
+from teaal_loops.types import MatrixShape
 
 INT32_MAX = 2**31 - 1
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
