@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from teaal_loops.errors import TeaalLoopsError
-from teaal_loops.ir.model import DeviceInfo, ScheduleKind
+from teaal_loops.types import DeviceInfo
 
 # Regime split: nnz at or above this many waves of resident threads is bandwidth-bound.
 THROUGHPUT_WAVES = 32
@@ -122,7 +122,7 @@ class MatrixStats(Protocol):
 class AutoChoice:
     """A schedule chosen by :func:`choose`: the library spec, its parameters and why."""
 
-    schedule: ScheduleKind
+    schedule: str  # the schedule kind of the chosen spec
     spec: str  # name of a spec in the library, e.g. "group_mapped" (specs/group_mapped.yaml)
     params: Mapping[str, int] = field(default_factory=dict)
     rule: str = ""  # "L", "T1", ...
@@ -140,11 +140,11 @@ class AutoChoice:
 def group_choice(group: int, rule: str, reason: str) -> AutoChoice:
     """The library spec realising a group of ``group`` lanes (1 = thread-mapped)."""
     if group == 1:
-        return AutoChoice(ScheduleKind.THREAD_MAPPED, THREAD_SPEC, {}, rule, reason)
+        return AutoChoice("thread_mapped", THREAD_SPEC, {}, rule, reason)
     if group <= 32:
-        return AutoChoice(ScheduleKind.GROUP_MAPPED, WARP_SPEC, {WARP_GROUP_PARAM: group}, rule,
+        return AutoChoice("group_mapped", WARP_SPEC, {WARP_GROUP_PARAM: group}, rule,
                           reason)
-    return AutoChoice(ScheduleKind.GROUP_MAPPED, BLOCK_SPEC, {BLOCK_GROUP_PARAM: group}, rule,
+    return AutoChoice("group_mapped", BLOCK_SPEC, {BLOCK_GROUP_PARAM: group}, rule,
                       reason)
 
 
@@ -206,7 +206,7 @@ def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> Au
     if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
         items = max(LARGE_ITEMS[0], min(LARGE_ITEMS[1], _pow2_nearest(mean)))
         return AutoChoice(
-            ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, "T1",
+            "merge_path", MERGE_SPEC, {MERGE_PARAM: items}, "T1",
             f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest}): merge-path, "
             f"{items} items a thread (a warp a row waits ~{math.ceil(longest / 32)} steps on the "
             "longest row)",
@@ -226,7 +226,7 @@ def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> Au
 def _flat_choice(nnz: int, rule: str, reason: str) -> AutoChoice:
     """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
     items = FLAT_WORK if nnz <= FLAT_LARGE_NNZ else FLAT_WORK_LARGE
-    return AutoChoice(ScheduleKind.MERGE_PATH, MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
+    return AutoChoice("merge_path", MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
 
 
 def _pow2_nearest(value: float) -> int:

@@ -55,7 +55,7 @@ def variants_for(
     choice instead of being timed itself.
     """
     from teaal_loops import auto
-    from teaal_loops.ir import lower
+    from teaal_loops.lowering import lower
     from teaal_loops.spec import load_spec
 
     if schedule not in SCHEDULE_CHOICES:
@@ -72,7 +72,7 @@ def variants_for(
         if auto.is_auto(spec):
             wants_auto = True
             continue
-        if schedule not in ("all", "auto") and lower(spec).kind.value != schedule:
+        if schedule not in ("all", "auto") and lower(spec).kind != schedule:
             continue
         described.append((path, tuple(spec.parameters)))
     if schedule == "auto":

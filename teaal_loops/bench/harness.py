@@ -301,7 +301,7 @@ class _Runner:
 
             choice = auto.choose(stats, self.device)
             case["auto_choice"] = {"label": choice.label, "rule": choice.rule,
-                                   "reason": choice.reason, "schedule": choice.schedule.value}
+                                   "reason": choice.reason, "schedule": choice.schedule}
             if not any(v.label == choice.label and v.layout == "csr" for v in variants):
                 variants.append(Variant(auto.spec_path(choice), dict(choice.params), "csr"))
         cusparse_kernel = case["cusparse"]["kernel"]["median_ms"]
@@ -346,7 +346,7 @@ class _Runner:
         return y_ref, out
 
     def _kernel(self, variant: Variant, dtype: str) -> Any:
-        from teaal_loops.runtime import compile as compile_kernel
+        from teaal_loops.pipeline import compile as compile_kernel
 
         key = (f"{variant.spec}|{variant.label}|{variant.layout}", dtype)
         kernel = self.kernels.get(key)
@@ -398,7 +398,7 @@ class _Runner:
         prepared = [kernel.prepare(m) for m in mats]
         p0 = prepared[0]
         out: dict[str, Any] = {
-            "schedule": kernel.kind.value,
+            "schedule": kernel.kind,
             "accumulates": bool(p0.accumulates),
             "bound": _bound_json(p0),
         }
@@ -483,7 +483,7 @@ def _stats_json(stats: Any) -> dict[str, Any]:
 
 
 def _bound_json(prepared: Any) -> dict[str, Any]:
-    from teaal_loops.ir.bind import describe_sizes
+    from teaal_loops.schedules import describe_sizes
 
     out = describe_sizes(prepared.bound)
     out["group_size"] = prepared.bound.group_size

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> None:
     from teaal_loops.auto import library_dir
     from teaal_loops.bench.harness import BenchOptions, _Runner
     from teaal_loops.bench.suite import build_suite
-    from teaal_loops.runtime import backend, compile_for
+    from teaal_loops.pipeline import compile_for
+    from teaal_loops.runtime import backend
 
     cp = backend.cupy_module()
     suites = ["large"] + (["corpus"] if args.corpus_dir else [])

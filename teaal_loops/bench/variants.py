@@ -1,7 +1,7 @@
 """The schedules a benchmark times: specs x parameter sweeps x layouts.
 
 A :class:`Variant` is one spec with some of its size parameters bound; parameters left unbound
-take the defaults :func:`teaal_loops.ir.bind` documents (from the matrix and the device). Its
+take the defaults :func:`teaal_loops.schedules.bind` documents (from the matrix and the device). Its
 ``label`` (``group_mapped[BLOCK_SIZE=8]``) is how tables, JSON and the ``auto`` chooser name it:
 the spec file's stem plus the bound parameters, sorted.
 

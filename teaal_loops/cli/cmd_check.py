@@ -26,6 +26,7 @@ from teaal_loops.cli.common import (
     parse_params,
 )
 from teaal_loops.errors import ParameterError
+from teaal_loops.schedules import bind, schedule_definition
 
 ORDER = 45
 MAX_NNZ = 200_000
@@ -72,8 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops import ir
-    from teaal_loops.ir.views import schedule_shape
+    from teaal_loops.lowering import lower, schedule_shape, simulate
     from teaal_loops.reference import compare_arrays, run_reference
     from teaal_loops.reference.execute import load_engine
     from teaal_loops.spec import load_spec
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("--max-nnz must not be negative")
     spec = load_spec(args.spec)
     params = parse_params(args.param)
-    schedule = ir.lower(spec, params=params)
+    schedule = lower(spec, params=params)
     if args.reference == "fibertree":
         load_engine("fibertree")  # fail now, with the install hint, before any work
     name, A = load_matrix_from_args(args)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     A.sort_indices()
     x = _vector_without_zeros(A.shape[1], args.seed)
 
-    print(f"spec: {args.spec} ({schedule.kind.value})")
+    print(f"spec: {args.spec} ({schedule.kind})")
     print(f"matrix: {name} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
     if stored != A.nnz:
         print(f"note: {stored - A.nnz} explicit zeros dropped (zeros are absent in fibertree)")
@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
         other_y, other_owner, bound, label = _gpu_side(args, A, x, params)
     else:
         # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
-        bound = ir.bind(schedule, schedule_shape(schedule.layout, A), params=params)
-        sim = ir.simulate(bound, A, x)
+        bound = bind(schedule, schedule_shape(schedule.layout, A), params=params)
+        sim = simulate(bound, A, x)
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}
     print(f"parameters: {', '.join(f'{k}={v}' for k, v in sizes.items()) or 'none'}")
@@ -142,9 +142,9 @@ def _vector_without_zeros(n: int, seed: int) -> Any:
 
 
 def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) -> tuple[Any, ...]:
-    from teaal_loops import runtime
+    from teaal_loops import pipeline, runtime
 
-    kernel = runtime.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
+    kernel = pipeline.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
     runtime.cupy_module()  # no GPU: one clear line (DeviceError)
     prepared = kernel.prepare(A)
     y = kernel(prepared, x).get()
@@ -161,17 +161,16 @@ def _owners_not_comparable(bound: Any, view: Any) -> str | None:
     tiles and chunks that are not the reference's. Read off the tile view, so user-defined
     layouts are judged the same way.
     """
-    from teaal_loops.ir import ScheduleKind
-
     layout = bound.schedule.layout
     matrix_tiles = view.cols if view.scatter else view.rows
     if view.num_tiles != matrix_tiles:
         return f"layout {layout}: its {view.num_tiles} tiles are not the matrix's {matrix_tiles}"
-    chunked = bound.kind in (ScheduleKind.WORK_ORIENTED, ScheduleKind.MERGE_PATH)
-    if chunked and view.num_atoms != len(view.entry_atom):
+    chunked = schedule_definition(bound.kind).owns_chunks
+    if chunked and view.num_atoms != len(view.entries.atom):
         return (
-            f"layout {layout}: {bound.kind.value} chunks count its {view.num_atoms} atoms "
-            f"(padded slots or blocks), the reference's count the {len(view.entry_atom)} nonzeros"
+            f"layout {layout}: {bound.kind} chunks count its {view.num_atoms} atoms "
+            f"(padded slots or blocks), the reference's count the {len(view.entries.atom)} "
+            "nonzeros"
         )
     return None
 
@@ -183,8 +182,9 @@ def _compare_owners(
     tile view) and its space stamp to a thread (through the IR), then compare with the other
     side's owner of that atom."""
     from teaal_loops.errors import LayoutError
-    from teaal_loops.ir import recognise_spmv, thread_of_space_stamp
-    from teaal_loops.ir.views import tile_view
+    from teaal_loops.ir import recognise_spmv
+    from teaal_loops.layouts import tile_view
+    from teaal_loops.lowering import thread_of_space_stamp
 
     layout = bound.schedule.layout
     try:
@@ -197,7 +197,8 @@ def _compare_owners(
     shape = recognise_spmv(spec)
     row_var, col_var = shape.row_var, shape.col_var
     # Entries (output row, column) in key order, to find the atom of each multiply.
-    keys = view.entry_row * view.cols + view.entry_col
+    entries = view.entries
+    keys = entries.row * view.cols + entries.col
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     other = np.asarray(other_owner, dtype=np.int64)
@@ -213,7 +214,7 @@ def _compare_owners(
         if ref_owner[entry] != -1:
             twice += 1
         ref_owner[entry] = thread_of_space_stamp(bound, st.space_pairs())
-    entry_other = other[view.entry_atom]
+    entry_other = other[entries.atom]
     missing = int(np.count_nonzero(ref_owner == -1))
     bad = np.flatnonzero((ref_owner != entry_other) & (ref_owner != -1))
     n = len(keys)
@@ -222,8 +223,8 @@ def _compare_owners(
     parts = []
     if len(bad):
         shown = ", ".join(
-            f"entry ({int(view.entry_row[e])}, {int(view.entry_col[e])}) atom "
-            f"{int(view.entry_atom[e])}: reference thread {int(ref_owner[e])}, "
+            f"entry ({int(entries.row[e])}, {int(entries.col[e])}) atom "
+            f"{int(entries.atom[e])}: reference thread {int(ref_owner[e])}, "
             f"other {int(entry_other[e])}"
             for e in bad[:5]
         )

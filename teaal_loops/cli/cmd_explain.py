@@ -5,12 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
+
 from teaal_loops.cli.common import (
     add_matrix_options,
     add_param_option,
     load_matrix_from_args,
     parse_params,
 )
+from teaal_loops.lowering import (
+    bound_json,
+    explain_text,
+    schedule_json,
+    schedule_shape,
+    simulate,
+)
+from teaal_loops.pipeline.stages import load_schedule
+from teaal_loops.schedules import bind
 
 ORDER = 20
 
@@ -34,23 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops import ir
-    from teaal_loops.ir.explain import bound_json, explain_text, schedule_json
-    from teaal_loops.ir.views import schedule_shape
-    from teaal_loops.spec import load_spec
-
-    spec = load_spec(args.spec)
-    schedule = ir.lower(spec, params=parse_params(args.param), layout=args.layout)
+    schedule = load_schedule(args.spec, params=parse_params(args.param), layout=args.layout)
     bound = sim = None
     name = None
     if args.matrix or args.synthetic:
-        import numpy as np
-
         name, A = load_matrix_from_args(args)
         # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
-        bound = ir.bind(schedule, schedule_shape(schedule.layout, A))
+        bound = bind(schedule, schedule_shape(schedule.layout, A))
         x = np.random.default_rng(0).uniform(-1.0, 1.0, A.shape[1])
-        sim = ir.simulate(bound, A, x)
+        sim = simulate(bound, A, x)
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:

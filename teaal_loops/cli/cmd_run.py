@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops import runtime
+    from teaal_loops import pipeline, runtime
     from teaal_loops.runtime import timing, validation
     from teaal_loops.spec import load_spec
     from teaal_loops.spec.model import Extensions
@@ -69,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
             spec, extensions=dataclasses.replace(spec.extensions or Extensions(), schedule="auto")
         )
     # Compile (and so validate spec, layout and parameters) before touching the GPU.
-    kernel = runtime.compile(spec, layout=args.layout, dtype=dtype, params=params)
+    kernel = pipeline.compile(spec, layout=args.layout, dtype=dtype, params=params)
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
     name, A = load_matrix_from_args(args)
-    if isinstance(kernel, runtime.AutoKernel):
+    if isinstance(kernel, pipeline.AutoKernel):
         chooser = kernel
         kernel = chooser.kernel_for(A)
         choice = chooser.last_choice
@@ -119,7 +119,7 @@ def _print_details(kernel: Any, prepared: Any, elapsed_ms: float) -> None:
     )
     print(f"Device: {dev.name} ({dev.sm_count} SMs)")
     print(
-        f"Schedule: {b.kind.value} (spec {b.schedule.spec_name}, {kernel.layout}, "
+        f"Schedule: {b.kind} (spec {b.schedule.spec_name}, {kernel.layout}, "
         f"{kernel.dtype.name}, {b.index_bits}-bit offsets)"
     )
     sizes = ", ".join(f"{k}={v}" for k, v in sorted(b.params.items())) or "none"

@@ -6,9 +6,13 @@ callers need; :mod:`teaal_loops.codegen.files` writes the ``generated/`` tree.
 
 from __future__ import annotations
 
-from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtype
-from teaal_loops.codegen.registry import LAYOUTS, SCHEDULES, KernelParam, layout_entry
-from teaal_loops.codegen.render import render, template_dir
+from teaal_loops.codegen.config import (
+    VECTOR_PARAMS,
+    KernelConfig,
+    make_config,
+    normalize_dtype,
+)
+from teaal_loops.codegen.render import clear_caches, comment_text, render, template_dir
 from teaal_loops.ir.model import BoundSchedule, Schedule
 
 
@@ -27,11 +31,10 @@ def render_schedule(
 
 
 __all__ = [
-    "LAYOUTS",
-    "SCHEDULES",
+    "VECTOR_PARAMS",
     "KernelConfig",
-    "KernelParam",
-    "layout_entry",
+    "clear_caches",
+    "comment_text",
     "make_config",
     "normalize_dtype",
     "render",

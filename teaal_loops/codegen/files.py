@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from teaal_loops.codegen.config import make_config, normalize_dtype
-from teaal_loops.codegen.render import render
+from teaal_loops.codegen.render import REGENERATE_COMMAND, render
 from teaal_loops.ir.model import Schedule
 
 SHORT_DTYPE = {"float32": "f32", "float64": "f64"}
@@ -32,7 +32,7 @@ def load_schedule(
     spec_path: str | Path, *, params: Mapping[str, int] | None = None, layout: str | None = None
 ) -> Schedule:
     """Parse and lower one spec file."""
-    from teaal_loops.ir import lower
+    from teaal_loops.lowering import lower
     from teaal_loops.spec import load_spec
 
     return lower(load_spec(str(spec_path)), params=dict(params or {}), layout=layout)
@@ -49,7 +49,8 @@ def render_spec(
     """(file name, CUDA source) for one spec and dtype."""
     schedule = load_schedule(spec_path, params=params, layout=layout)
     cfg = make_config(schedule, dtype=dtype, layout=layout, index_bits=index_bits)
-    return output_name(Path(spec_path).stem, cfg.layout, cfg.dtype, index_bits), render(cfg)
+    name = output_name(Path(spec_path).stem, cfg.layout, cfg.dtype, index_bits)
+    return name, render(cfg, REGENERATE_COMMAND)
 
 
 def spec_library(specs_dir: str | Path) -> list[Path]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from teaal_loops.errors import DeviceError
-from teaal_loops.ir.model import DeviceInfo
+from teaal_loops.types import DeviceInfo
 
 INSTALL_HINT = "pip install teaal-loops[cuda13]; [cuda12] for CUDA 12"
 COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)

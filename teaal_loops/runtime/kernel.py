@@ -16,10 +16,11 @@ import numpy as np
 
 from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtype
 from teaal_loops.codegen.render import render
-from teaal_loops.errors import ParameterError
-from teaal_loops.ir.model import BoundSchedule, Combine, MatrixShape, Schedule, ScheduleKind
+from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.runtime import backend
-from teaal_loops.runtime.layouts import DeviceMatrix, converter, to_device_vector
+from teaal_loops.runtime.device_matrix import DeviceMatrix, converter, to_device_vector
+from teaal_loops.schedules import bind, schedule_definition
+from teaal_loops.types import DeviceInfo, MatrixShape
 
 _SCALAR_DTYPES = {"index_t": np.int32, "offset_t": None, "int": np.int32}
 _LIMITS = {32: 2**31 - 1, 64: 2**63 - 1}
@@ -51,43 +52,12 @@ class PreparedMatrix:
         return self.bound.schedule.combine is Combine.ATOMIC
 
 
-def tiling_arguments(bound: BoundSchedule) -> dict[str, int]:
-    """S_j, E_j and the worker count of a row-tiled schedule, by kernel argument name."""
-    from teaal_loops.ir.bind import tile_extents
-
-    sizes = tuple(bound.sizes)
-    n = len(sizes)
-    extents = tile_extents(list(sizes), bound.matrix.rows)
-    args = {f"S{n - i}": s for i, s in enumerate(sizes)}
-    args.update({f"E{n - i}": e for i, e in enumerate(extents)})
-    args["workers"] = bound.workers
-    return args
-
-
 def schedule_arguments(bound: BoundSchedule) -> dict[str, int]:
-    kind = bound.kind
-    if kind in (ScheduleKind.THREAD_MAPPED, ScheduleKind.GROUP_MAPPED):
-        return tiling_arguments(bound)
-    name = "work_per_thread" if kind is ScheduleKind.WORK_ORIENTED else "items_per_thread"
-    return {name: bound.work_per_thread, "workers": bound.workers}
-
-
-def check_offsets_fit(bound: BoundSchedule, args: Mapping[str, int]) -> None:
-    """Every offset-typed value the kernel computes must fit the compiled offset width.
-
-    Row-tiled kernels form row numbers as sums of ``d_j * S_j`` that stay below
-    ``rows + sum(S_j)``; a parameter so large that this overflows is refused rather than
-    silently wrapped. (Work-oriented and merge-path kernels never form a value past nnz or
-    rows + nnz, which the index width already covers.)
-    """
-    limit = _LIMITS[bound.index_bits]
-    sizes = [int(v) for k, v in args.items() if k.startswith("S")]
-    too_big = [k for k, v in args.items() if int(v) > limit]
-    if too_big or bound.matrix.rows + sum(sizes) > limit:
-        raise ParameterError(
-            f"sizes {dict(args)} are too large for {bound.index_bits}-bit offsets on a matrix "
-            f"with {bound.matrix.rows} rows: use smaller parameters"
-        )
+    """The schedule's own kernel arguments, checked against the compiled offset width."""
+    definition = schedule_definition(bound.kind)
+    args = definition.kernel_arguments(bound)
+    definition.check_arguments(bound, args, _LIMITS[bound.index_bits])
+    return args
 
 
 class Kernel:
@@ -114,14 +84,11 @@ class Kernel:
     # -- binding and source ---------------------------------------------------------------
     def _bind_nominal(self) -> BoundSchedule:
         """Structural defaults (e.g. the group size) resolved without a matrix."""
-        from teaal_loops.ir import bind
-        from teaal_loops.ir.model import DeviceInfo
-
         nominal = MatrixShape(rows=1, cols=1, nnz=1)
         return bind(self.schedule, nominal, DeviceInfo.h100(), self.params)
 
     @property
-    def kind(self) -> ScheduleKind:
+    def kind(self) -> str:
         return self.schedule.kind
 
     @property
@@ -134,8 +101,6 @@ class Kernel:
         return render(self._nominal)
 
     def bind(self, shape: MatrixShape) -> BoundSchedule:
-        from teaal_loops.ir import bind
-
         return bind(self.schedule, shape, backend.device_info(), self.params)
 
     # -- preparing a matrix ---------------------------------------------------------------
@@ -153,7 +118,6 @@ class Kernel:
             matrix = converter(self.layout)(A, self.dtype, bound.index_bits)
         cfg = make_config(self.schedule, dtype=self.dtype.name, layout=self.layout, bound=bound)
         sched_args = schedule_arguments(bound)
-        check_offsets_fit(bound, sched_args)
         values: dict[str, Any] = dict(matrix.arrays)
         values.update(matrix.kernel_scalars())
         values.update(sched_args)
@@ -262,7 +226,7 @@ class Kernel:
 
     def trace(self, A: Any, x: Any) -> Any:
         """The owning global thread id of every atom (CuPy int32, in the layout's atom order,
-        see :mod:`teaal_loops.ir.views`; -1 = none)."""
+        see :mod:`teaal_loops.layouts.contract`; -1 = none)."""
         cupy = backend.cupy_module()
         prepared = self.prepare(A)
         xd = self.vector(prepared, x)
@@ -273,6 +237,6 @@ class Kernel:
 
     def __repr__(self) -> str:
         return (
-            f"Kernel({self.schedule.spec_name}: {self.kind.value}, layout={self.layout}, "
+            f"Kernel({self.schedule.spec_name}: {self.kind}, layout={self.layout}, "
             f"dtype={self.dtype.name})"
         )

@@ -1,4 +1,4 @@
-"""Timing kernel launches with CUDA events (DESIGN.md section 7).
+"""Timing kernel launches with CUDA events.
 
 Warm-up launches first (module load and compilation stay out); then each repetition is
 bracketed by its own pair of events, with the output re-zeroed before it where the schedule

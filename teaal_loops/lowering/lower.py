@@ -1,0 +1,128 @@
+"""Lower a parsed spec to the schedule IR (:func:`lower`).
+
+1. :func:`~teaal_loops.ir.einsum.recognise_spmv` names the roles of the einsum's tensors and
+   ranks.
+2. The layout is chosen (argument > ``x-teaal-loops.layout`` > the ``format`` section > the
+   matrix's rank order: CSR for ``[M, K]``, CSC for ``[K, M]``) and the ranks oriented to it
+   (tiles along M and atoms along K, or the reverse for a column-major layout).
+3. The registered schedule definitions are asked, in order, which one the mapping is; that one
+   lowers it, refusing (with the key path of the offending value) anything it cannot honour.
+
+Everything else is refused with an :class:`UnsupportedMappingError` that names the rank and
+lists what is supported: the generator never emits code whose ownership differs from the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from teaal_loops.errors import LayoutError, ParameterError
+from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
+from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
+from teaal_loops.ir.model import Schedule
+from teaal_loops.ir.params import bind_params
+from teaal_loops.layouts import (
+    canonical_layout,
+    get_layout,
+    layout_for_rank_order,
+    layout_from_format,
+)
+from teaal_loops.schedules import definitions
+from teaal_loops.spec.model import Spec
+
+DEFAULT_BLOCK_THREADS = 128
+
+
+def lower(
+    spec: Spec,
+    *,
+    params: Mapping[str, int] | None = None,
+    layout: str | None = None,
+    block_threads: int | None = None,
+) -> Schedule:
+    """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
+    ctx = _context(spec, recognise_spmv(spec), layout)
+    ext = spec.extensions
+    threads = block_threads or (ext.block_threads if ext and ext.block_threads else None)
+    threads = threads or DEFAULT_BLOCK_THREADS
+    if threads <= 0 or threads > 1024 or threads % 32:
+        raise ParameterError(f"block_threads must be a multiple of 32 in [32, 1024], got {threads}")
+    _refuse_stray_partitions(ctx)
+    definition = next((d for d in definitions() if d.claims(ctx)), None)
+    if definition is None:
+        raise ctx.refuse("the mapping matches no schedule", key_path=ctx.key("partitioning"))
+    lowered = definition.lower(ctx)
+    kind = definition.kind
+    if ext and ext.schedule and ext.schedule not in ("auto", kind):
+        raise unsupported(
+            spec,
+            f"x-teaal-loops.schedule says {ext.schedule}, but the mapping is {kind}",
+            key_path="x-teaal-loops.schedule",
+        )
+    layout_def = get_layout(ctx.layout)
+    if kind not in layout_def.schedules:
+        raise LayoutError(
+            f"layout {ctx.layout} ({layout_def.tiles}) supports "
+            f"{', '.join(sorted(layout_def.schedules))}; the spec's mapping is {kind}"
+        )
+    order = {name: i for i, name in enumerate(spec.loop_order_of(ctx.output))}
+    ordered = tuple(sorted(lowered.ranks, key=lambda r: order.get(r.name, len(order))))
+    missing = set(spec.final_ranks[ctx.output]) - {r.name for r in ordered}
+    if missing:  # a final rank the mapping above did not bind
+        raise ctx.refuse(
+            f"ranks {sorted(missing)} have no GPU binding", key_path=ctx.key("spacetime")
+        )
+    bound = bind_params(spec, lowered.roles, params or {}, ext.params if ext else {})
+    return Schedule(
+        kind=kind,
+        spec_name=spec.name,
+        einsum=ctx.shape.einsum.text,
+        output=ctx.output,
+        matrix=ctx.matrix,
+        vector=ctx.shape.vector,
+        tile_rank=ctx.tile_rank,
+        atom_rank=ctx.atom_rank,
+        layout=ctx.layout,
+        ranks=ordered,
+        combine=lowered.combine,
+        params=bound,
+        param_roles=dict(lowered.roles),
+        tiling=lowered.tiling,
+        group_size=lowered.group_size,
+        work_per_thread=lowered.work_per_thread,
+        block_threads=threads,
+    )
+
+
+def _context(spec: Spec, shape: SpmvShape, layout: str | None) -> MappingContext:
+    """Choose the layout and orient the ranks to it (module docstring)."""
+    ext = spec.extensions
+    chosen = (
+        layout
+        or (ext.layout if ext and ext.layout else None)
+        or layout_from_format(spec, shape.matrix, shape.row_rank, shape.col_rank)
+        or layout_for_rank_order(shape.matrix_rank_order, shape.row_rank, shape.col_rank)
+    )
+    if chosen is None:
+        raise unsupported(
+            spec,
+            f"{shape.matrix} has rank order [{', '.join(shape.matrix_rank_order)}], which no "
+            "layout stores without a format section",
+            key_path=f"mapping.rank-order.{shape.matrix}",
+        )
+    definition = get_layout(chosen)
+    chosen = canonical_layout(chosen)  # "BCSR:4" -> "bcsr:4x4"; a bad option fails here
+    if definition.scatters:
+        return mapping_context(spec, shape, chosen, shape.col_rank, shape.row_rank, True)
+    return mapping_context(spec, shape, chosen, shape.row_rank, shape.col_rank, False)
+
+
+def _refuse_stray_partitions(ctx: MappingContext) -> None:
+    unknown = set(ctx.parts) - {ctx.tile_rank, ctx.atom_rank, ctx.flat_name}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ctx.refuse(
+            f"rank {name} is partitioned, but only the tile rank {ctx.tile_rank}, the atom "
+            f"rank {ctx.atom_rank} and their flattening {ctx.flat_name} can be",
+            key_path=ctx.key("partitioning", name),
+        )
