@@ -164,10 +164,10 @@ spec = load_spec(SPEC_PATH)
 '''
 
 IR = '''\
-from teaal_loops import ir
-from teaal_loops.ir.explain import explain_text
+from teaal_loops.lowering import explain_text, lower, simulate
+from teaal_loops.schedules import bind
 
-schedule = ir.lower(spec, params=PARAMS)
+schedule = lower(spec, params=PARAMS)
 print(explain_text(schedule))
 '''
 
@@ -202,14 +202,14 @@ print(f"A: {A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros; row lengths {row_lengt
 SIMULATE = '''\
 from teaal_loops.matrix import matrix_shape
 
-bound = ir.bind(schedule, matrix_shape(A))
-sim = ir.simulate(bound, A, x)
+bound = bind(schedule, matrix_shape(A))
+sim = simulate(bound, A, x)
 print(explain_text(schedule, bound, sim))
 print("\\nowner of every nonzero (CSR order):", sim.owner.tolist())
 '''
 
 REFERENCE = '''\
-from teaal_loops.ir.ownership import thread_of_space_stamp
+from teaal_loops.lowering import thread_of_space_stamp
 from teaal_loops.reference import run_reference
 
 
@@ -224,8 +224,8 @@ def atom_index(A: sp.csr_matrix, m: int, k: int) -> int:
 def three_views(A: sp.csr_matrix, x: np.ndarray, label: str):
     """Run the HiFiber reference and the CPU simulation on A x; compare them with NumPy and
     with each other (values and the owning thread of every nonzero); record the verdicts."""
-    bound = ir.bind(schedule, matrix_shape(A))
-    sim = ir.simulate(bound, A, x)
+    bound = bind(schedule, matrix_shape(A))
+    sim = simulate(bound, A, x)
     ref = run_reference(spec, {"A": A, "B": x}, params=PARAMS)
     y_ref = np.asarray(ref.outputs["Z"], dtype=np.float64)
     y_numpy = A @ x
@@ -335,7 +335,7 @@ else:
 
 GPU = '''\
 try:
-    from teaal_loops import runtime
+    from teaal_loops import pipeline, runtime
 
     has_gpu = runtime.gpu_available()
 except ImportError as exc:  # the runtime is optional for this notebook
@@ -345,7 +345,7 @@ except ImportError as exc:  # the runtime is optional for this notebook
 if not has_gpu:
     print("skipped: no CUDA GPU / CuPy")
 else:
-    kernel = runtime.compile(SPEC_PATH, dtype="float64", params=PARAMS)
+    kernel = pipeline.compile(SPEC_PATH, dtype="float64", params=PARAMS)
     y_gpu = np.asarray(kernel(A, x).get())
     owner_gpu = np.asarray(kernel.trace(A, x).get())
     AGREEMENT["gpu: values kernel == NumPy"] = bool(
@@ -399,7 +399,7 @@ def build_notebook(s: Schedule) -> NotebookNode:
         ("md", _md("""\
             ## 2. The schedule IR
 
-            `ir.lower` recognises the schedule and binds every final rank to a GPU level:
+            `lower` recognises the schedule and binds every final rank to a GPU level:
             a `space` rank selects a thread (or a group, or a lane), a `time` rank is a
             sequential loop. `combine` says how partial rows meet in the output.""")),
         ("code", IR),
@@ -426,7 +426,7 @@ def build_notebook(s: Schedule) -> NotebookNode:
         ("md", _md("""\
             ## 6. The CPU simulation
 
-            `ir.simulate` executes the bound schedule with NumPy: the product, the owning
+            `simulate` executes the bound schedule with NumPy: the product, the owning
             global thread of every nonzero, and the load balance.""")),
         ("code", SIMULATE),
         ("md", _md("""\

@@ -37,7 +37,7 @@ def main() -> int:
 
     import teaal_loops.runtime as rt
     from teaal_loops.bench import generate
-    from teaal_loops.ir import lower
+    from teaal_loops.lowering import lower
     from teaal_loops.spec import load_spec
 
     _, gen, opts = next(entry for entry in LARGE if entry[0] == args.matrix)

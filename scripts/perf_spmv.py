@@ -222,7 +222,7 @@ class Runner:
     def kernel(self, v: Variant) -> Any:
         k = self.kernels.get(v.label)
         if k is None:
-            from teaal_loops.ir import lower
+            from teaal_loops.lowering import lower
             from teaal_loops.spec import load_spec
 
             schedule = lower(load_spec(str(REPO / "specs" / f"{v.spec}.yaml")),

@@ -4,7 +4,7 @@
 
 For each synthetic kind and size (10x steps from 1e6 up to --max-nnz), each library spec and
 each dtype: the rigorous verdict (Wilkinson bound against the float64 reference), the trace
-build's owners against ``ir.simulate`` (skipped above --trace-max-nnz to bound the time), and a
+build's owners against the simulation (skipped above --trace-max-nnz to bound the time), and a
 repeated launch (bitwise equal for STORE / GROUP_REDUCE schedules). Exit status 1 when any case
 fails, so it can gate a release.
 """
@@ -58,7 +58,7 @@ def main() -> int:
 
     import teaal_loops.runtime as rt
     from teaal_loops import matrix
-    from teaal_loops.ir import simulate
+    from teaal_loops.lowering import simulate
     from teaal_loops.runtime import validation
 
     cases: list[dict[str, Any]] = []

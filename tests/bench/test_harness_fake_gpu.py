@@ -17,9 +17,11 @@ import scipy.sparse
 from teaal_loops.bench import BenchOptions, markdown, run_bench
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant
-from teaal_loops.ir import MatrixShape, bind, lower
-from teaal_loops.ir.model import Combine, DeviceInfo
+from teaal_loops.ir.model import Combine
+from teaal_loops.lowering import lower
+from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
+from teaal_loops.types import DeviceInfo, MatrixShape
 from tests.conftest import REPO
 
 SPECS = REPO / "specs"
@@ -110,7 +112,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupyx.scipy", cupyx_scipy)
     monkeypatch.setitem(sys.modules, "cupyx.scipy.sparse", csp)
     import teaal_loops.bench.timing as timing
-    import teaal_loops.runtime as runtime
+    import teaal_loops.pipeline as pipeline
     from teaal_loops.runtime import backend
 
     monkeypatch.setattr(backend, "cupy_module", lambda: cp)
@@ -124,7 +126,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
             mode = "raise"
         return FakeKernel(Path(spec), params, dtype, mode)
 
-    monkeypatch.setattr(runtime, "compile", fake_compile)
+    monkeypatch.setattr(pipeline, "compile", fake_compile)
 
 
 def test_harness_end_to_end(fake_gpu: None, tmp_path: Path) -> None:

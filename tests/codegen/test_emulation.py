@@ -18,8 +18,10 @@ import scipy.sparse as sp
 
 from teaal_loops.codegen import make_config
 from teaal_loops.errors import ParameterError
-from teaal_loops.ir import bind, simulate
-from teaal_loops.ir.model import MatrixShape, Schedule
+from teaal_loops.ir.model import Schedule
+from teaal_loops.lowering import simulate
+from teaal_loops.schedules import bind
+from teaal_loops.types import MatrixShape
 from tests.codegen import hand_schedules as hs
 from tests.codegen import host_emulation as emu
 

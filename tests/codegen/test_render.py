@@ -5,12 +5,13 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from teaal_loops.codegen import LAYOUTS, SCHEDULES, make_config, render, template_dir
-from teaal_loops.codegen import registry as reg
+from teaal_loops import layouts
+from teaal_loops.codegen import make_config, render, template_dir
 from teaal_loops.codegen.render import environment
 from teaal_loops.errors import LayoutError, ParameterError
-from teaal_loops.ir import bind
-from teaal_loops.ir.model import MatrixShape, ScheduleKind
+from teaal_loops.layouts import get_layout, known_layouts
+from teaal_loops.schedules import bind, definitions
+from teaal_loops.types import MatrixShape
 from tests.codegen import hand_schedules as hs
 
 VARIANTS = hs.all_variants()
@@ -67,7 +68,7 @@ def test_index_width_selected_from_size_without_allocating(rows: int, nnz: int, 
 
 
 def test_runtime_converter_refuses_too_narrow_offsets() -> None:
-    from teaal_loops.runtime.layouts import _choose_bits
+    from teaal_loops.runtime.device_matrix import _choose_bits
 
     assert _choose_bits(5, 2**31, None) == 64
     assert _choose_bits(5, 100, None) == 32
@@ -119,7 +120,7 @@ def test_bad_block_threads_is_a_parameter_error() -> None:
 
 
 def test_unknown_layout_lists_supported_ones() -> None:
-    with pytest.raises(LayoutError, match="supported: csr"):
+    with pytest.raises(LayoutError, match="supported layouts: .*csr"):
         make_config(hs.thread_mapped(), layout="hyb")
 
 
@@ -136,25 +137,42 @@ def test_templates_are_strict_about_undefined_variables() -> None:
 
 def test_registry_files_exist_for_every_schedule_and_layout() -> None:
     root = template_dir()
-    assert set(SCHEDULES) == set(ScheduleKind)
-    for entry in SCHEDULES.values():
-        assert (root / entry.template).is_file()
-    for layout in LAYOUTS.values():
-        assert (root / layout.macro_file).is_file()
+    assert [d.kind for d in definitions()] == [
+        "thread_mapped", "group_mapped", "work_oriented", "merge_path"
+    ]
+    for definition in definitions():
+        assert (root / definition.template).is_file()
+    for name in known_layouts():
+        assert (root / get_layout(name).macro_file).is_file()
 
 
-def test_a_new_layout_plugs_in_through_the_registry_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Schedules reach the layout only through the registry entry and its macro file."""
-    alias = reg.LayoutEntry(
-        name="csr_alias",
-        macro_file=LAYOUTS["csr"].macro_file,
+@pytest.mark.usefixtures("clean_layouts")
+def test_a_new_layout_plugs_in_through_the_registry_alone() -> None:
+    """Schedules reach the layout only through its definition and its macro file."""
+    csr = get_layout("csr")
+    layouts.register(
+        "csr_alias",
+        macro_file=csr.macro_file,
         description="the CSR macros under another name",
-        params=LAYOUTS["csr"].params,
+        params=csr.params,
+        build=csr.build,
+        pack=csr.pack,
+        entries=csr.entries,
+        schedules=csr.schedules,
     )
-    monkeypatch.setitem(reg.LAYOUTS, "csr_alias", alias)
     for schedule in VARIANTS.values():
         src = render(make_config(schedule, layout="csr_alias"))
         assert "layout:     csr_alias (the CSR macros under another name)" in src
-    for entry in SCHEDULES.values():  # no schedule template names a concrete layout
-        text = (template_dir() / entry.template).read_text()
+    for definition in definitions():  # no schedule template names a concrete layout
+        text = (template_dir() / definition.template).read_text()
         assert "csr" not in text.lower()
+
+
+@pytest.fixture
+def clean_layouts(monkeypatch: pytest.MonkeyPatch):
+    from teaal_loops.codegen import clear_caches
+    from teaal_loops.layouts import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    yield
+    clear_caches()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import teaal_loops.runtime as rt
+import teaal_loops.pipeline as pipeline
 from teaal_loops.cli import main
 from teaal_loops.errors import ParameterError
 from teaal_loops.runtime import validation
@@ -30,16 +30,16 @@ def test_run_without_cupy_says_so_in_one_line(capsys: pytest.CaptureFixture[str]
 
 
 def test_compile_needs_no_gpu_and_exposes_the_source() -> None:
-    k = rt.compile(REPO / "specs" / "group_mapped.yaml", dtype="f64", params={"BLOCK_SIZE": 16})
+    k = pipeline.compile(REPO / "specs" / "group_mapped.yaml", dtype="f64", params={"BLOCK_SIZE": 16})
     assert "#define TEAAL_GROUP_SIZE 16" in k.source
     assert "typedef double value_t;" in k.source
     assert not k.accumulates
-    assert rt.compile(REPO / "specs" / "work_oriented.yaml").accumulates
+    assert pipeline.compile(REPO / "specs" / "work_oriented.yaml").accumulates
 
 
 def test_compile_refuses_unknown_parameters() -> None:
     with pytest.raises(ParameterError):
-        rt.compile(REPO / "specs" / "merge_path.yaml", params={"NOPE": 3})
+        pipeline.compile(REPO / "specs" / "merge_path.yaml", params={"NOPE": 3})
 
 
 def test_count_errors_uses_atol_and_rtol_and_counts_nan() -> None:

@@ -57,10 +57,10 @@ def load(matrix_id: str) -> sp.csr_matrix:
 
 @functools.lru_cache(maxsize=64)
 def kernel(case: str, dtype: str) -> Any:
-    import teaal_loops.runtime as rt
+    import teaal_loops.pipeline as pipeline
 
     _, spec, params = next(c for c in KERNEL_CASES if c[0] == case)
-    return rt.compile(SPECS / spec, dtype=dtype, params=params)
+    return pipeline.compile(SPECS / spec, dtype=dtype, params=params)
 
 
 def random_x(cols: int, dtype: str, seed: int = 0) -> np.ndarray[Any, Any]:

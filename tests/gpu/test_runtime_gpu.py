@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import teaal_loops.runtime as rt
+import teaal_loops.pipeline as pipeline
 from teaal_loops.errors import DeviceError, MatrixError
 from tests.conftest import REPO
 from tests.gpu import cases
@@ -112,9 +112,9 @@ def test_vector_of_the_wrong_length_is_refused() -> None:
 
 
 def test_matrix_too_large_for_the_device_is_a_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import teaal_loops.runtime.layouts as layouts
+    import teaal_loops.runtime.device_matrix as device_matrix
 
-    monkeypatch.setattr(layouts, "free_device_bytes", lambda: 1024)
+    monkeypatch.setattr(device_matrix, "free_device_bytes", lambda: 1024)
     with pytest.raises(DeviceError, match="GiB of GPU memory"):
         cases.kernel("thread_mapped", "float32").prepare(_matrix())
 
@@ -122,10 +122,9 @@ def test_matrix_too_large_for_the_device_is_a_device_error(monkeypatch: pytest.M
 @pytest.mark.parametrize("case", ["thread_mapped", "group_mapped", "work_oriented", "merge_path"])
 def test_64_bit_offsets_kernel_runs(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64-offset build, forced on a small matrix (2^31 nonzeros do not fit here)."""
-    # (the package re-exports the function bind, which hides the module of the same name)
-    bind_module = sys.modules["teaal_loops.ir.bind"]
-    monkeypatch.setattr(bind_module, "index_bits", lambda rows, nnz: 64)
-    k = rt.compile(REPO / "specs" / f"{case}.yaml", dtype="float64")
+    binding = sys.modules["teaal_loops.schedules.binding"]
+    monkeypatch.setattr(binding, "index_bits", lambda rows, nnz: 64)
+    k = pipeline.compile(REPO / "specs" / f"{case}.yaml", dtype="float64")
     A = _matrix(500, 400, 0.02)
     prepared = k.prepare(A)
     assert prepared.bound.index_bits == 64
@@ -137,8 +136,8 @@ def test_64_bit_offsets_kernel_runs(case: str, monkeypatch: pytest.MonkeyPatch) 
 
 def test_second_process_compiles_nothing(tmp_path: Path) -> None:
     script = (
-        "import numpy as np, scipy.sparse as sp, teaal_loops.runtime as rt\n"
-        f"k = rt.compile({str(REPO / 'specs' / 'merge_path.yaml')!r}, dtype='float32')\n"
+        "import numpy as np, scipy.sparse as sp, teaal_loops.pipeline as pipeline\n"
+        f"k = pipeline.compile({str(REPO / 'specs' / 'merge_path.yaml')!r}, dtype='float32')\n"
         "A = sp.random(100, 100, density=0.1, format='csr', random_state=1)\n"
         "print(float(k(A, np.ones(100, np.float32)).sum()))\n"
     )

@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
-from teaal_loops.ir import simulate
+from teaal_loops.lowering import simulate
 from teaal_loops.runtime import validation
 from tests.gpu import cases
 

@@ -11,9 +11,11 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teaal_loops.ir import MatrixShape, ScheduleKind, bind, lower, simulate
-from teaal_loops.ir.simulate import atom_rows
+from teaal_loops.lowering import lower, simulate
+from teaal_loops.schedules import bind
+from teaal_loops.schedules.definition import atom_tiles as atom_rows
 from teaal_loops.spec import load_spec
+from teaal_loops.types import MatrixShape
 from tests.conftest import REPO
 
 SPECS = {
@@ -71,17 +73,17 @@ def _check(name: str, A: sp.csr_matrix, params: dict[str, int] | None) -> None:
     assert np.all(res.owner < b.workers * b.group_size) or A.nnz == 0
     row = atom_rows(A.indptr)
     kind = b.kind
-    if kind == ScheduleKind.THREAD_MAPPED:
+    if kind == "thread_mapped":
         # all atoms of a row have one owner
         for r in range(A.shape[0]):
             assert len(set(res.owner[row == r])) <= 1
-    elif kind == ScheduleKind.GROUP_MAPPED:
+    elif kind == "group_mapped":
         g = b.group_size
         j = np.arange(A.nnz) - A.indptr[row]
         assert np.array_equal(res.owner % g, j % g)  # lane = position mod group size
         for r in range(A.shape[0]):
             assert len(set(res.owner[row == r] // g)) <= 1  # one group per row
-    elif kind == ScheduleKind.WORK_ORIENTED:
+    elif kind == "work_oriented":
         counts = np.bincount(res.owner, minlength=b.workers)
         assert counts.max(initial=0) <= b.work_per_thread
         assert np.all(np.diff(res.owner) >= 0)  # chunks are contiguous runs of nonzeros
@@ -91,7 +93,7 @@ def _check(name: str, A: sp.csr_matrix, params: dict[str, int] | None) -> None:
         items = np.bincount(res.owner, minlength=b.workers)
         items += np.bincount(ends // b.work_per_thread, minlength=b.workers)[: b.workers]
         assert items.max(initial=0) <= b.work_per_thread
-    if kind in (ScheduleKind.THREAD_MAPPED, ScheduleKind.GROUP_MAPPED):
+    if kind in ("thread_mapped", "group_mapped"):
         assert res.stats.atomics == 0 and res.stats.split_rows == 0
 
 

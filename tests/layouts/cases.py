@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from teaal_loops.ir import lower
 from teaal_loops.ir.model import Schedule
+from teaal_loops.lowering import lower
 from teaal_loops.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,8 +96,8 @@ def host_layout_of(case: str, A: sp.csr_matrix) -> Any:
 
 
 def host_layout_of_name(layout: str, A: sp.csr_matrix) -> Any:
-    from teaal_loops.ir.layouts import bcsr_block_shape
-    from teaal_loops.matrix.layouts import convert
+    from teaal_loops.layouts import convert
+    from teaal_loops.layouts.bcsr import block_shape as bcsr_block_shape
 
     name, _, option = layout.partition(":")
     if name in ("ell", "dia"):

@@ -1,7 +1,7 @@
 """Run a generated kernel of any layout on the CPU (g++ + tests/codegen/cuda_emulation.h).
 
 Reuses the builder of tests/codegen/host_emulation.py; the arguments are the ones the runtime
-uploads (``teaal_loops.runtime.layouts.host_arguments``), so the emulated kernel sees exactly
+uploads (``teaal_loops.runtime.device_matrix.host_arguments``), so the emulated kernel sees exactly
 the GPU's inputs. ``y`` is poisoned with NaN for storing schedules (zero for atomic ones) and
 ``owner`` filled with -1, one entry per atom.
 """
@@ -19,7 +19,7 @@ import numpy as np
 from teaal_loops.codegen.config import KernelConfig
 from teaal_loops.codegen.render import render
 from teaal_loops.ir.model import BoundSchedule
-from teaal_loops.runtime.layouts import HostArguments
+from teaal_loops.runtime.device_matrix import HostArguments
 from tests.codegen import host_emulation as emu
 
 CXX = emu.CXX

@@ -16,10 +16,11 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.codegen import make_config
-from teaal_loops.ir import bind, simulate
-from teaal_loops.ir.model import MatrixShape
-from teaal_loops.ir.views import tile_view
-from teaal_loops.runtime.layouts import host_arguments
+from teaal_loops.layouts import tile_view
+from teaal_loops.lowering import simulate
+from teaal_loops.runtime.device_matrix import host_arguments
+from teaal_loops.schedules import bind
+from teaal_loops.types import MatrixShape
 from tests.layouts import cases
 from tests.layouts import emulation as emu
 

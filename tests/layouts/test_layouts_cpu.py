@@ -15,15 +15,11 @@ import scipy.sparse as sp
 
 from teaal_loops.cli import main
 from teaal_loops.codegen import make_config
-from teaal_loops.codegen.registry import LAYOUTS
 from teaal_loops.errors import DeviceError, LayoutError
-from teaal_loops.ir import lower
-from teaal_loops.ir.layouts import canonical_layout, known_layouts, layout_semantics
-from teaal_loops.ir.model import ScheduleKind
-from teaal_loops.ir.views import tile_view
+from teaal_loops.layouts import canonical_layout, convert, get_layout, known_layouts, tile_view
+from teaal_loops.lowering import lower
 from teaal_loops.matrix import read_matrix_market
-from teaal_loops.matrix.layouts import convert
-from teaal_loops.runtime.layouts import host_arguments
+from teaal_loops.runtime.device_matrix import host_arguments
 from teaal_loops.spec import load_spec, load_spec_string
 from tests.layouts import cases
 
@@ -40,7 +36,7 @@ ALL_LAYOUTS = ("csr", "csc", "coo", "ell", "dia", "bcsr:2x2", "bcsr:4x4", "bcsr:
 def test_each_layout_spec_selects_its_layout_through_its_format(spec: Path) -> None:
     schedule = lower(load_spec(str(spec)))
     assert schedule.layout == spec.parent.name.replace("_", ":")
-    assert schedule.kind.value == spec.stem
+    assert schedule.kind == spec.stem
     combine = schedule.combine.value
     assert combine == ("atomic" if schedule.layout == "csc" or spec.stem != "thread_mapped" else "store")
 
@@ -134,10 +130,9 @@ def test_bad_layout_names_are_refused_by_name(bad: str, message: str) -> None:
 
 def test_every_layout_supports_thread_mapped_and_work_oriented() -> None:
     for name in known_layouts():
-        kinds = layout_semantics(name).schedules
-        assert {ScheduleKind.THREAD_MAPPED, ScheduleKind.WORK_ORIENTED} <= kinds
-    assert ScheduleKind.MERGE_PATH in layout_semantics("ell").schedules
-    assert set(LAYOUTS) >= set(known_layouts())
+        kinds = get_layout(name).schedules
+        assert {"thread_mapped", "work_oriented"} <= kinds
+    assert "merge_path" in get_layout("ell").schedules
 
 
 def test_a_schedule_lowered_for_another_layout_is_refused() -> None:
@@ -160,21 +155,21 @@ def test_entries_rebuild_the_matrix_and_atoms_partition_into_tiles(layout: str, 
     host = cases.host_layout_of_name(layout, A)
     view = tile_view(layout, host)
     rebuilt = sp.coo_matrix(
-        (view.entry_val, (view.entry_row, view.entry_col)), shape=A.shape
+        (view.entries.val, (view.entries.row, view.entries.col)), shape=A.shape
     ).toarray()
     np.testing.assert_array_equal(rebuilt, A.toarray())
     assert np.all(np.diff(view.tile_ptr) >= 0) and view.tile_ptr[0] == 0
-    assert np.all((view.entry_atom >= 0) & (view.entry_atom < view.num_atoms))
-    tile_of_entry = np.searchsorted(view.tile_ptr, view.entry_atom, side="right") - 1
+    assert np.all((view.entries.atom >= 0) & (view.entries.atom < view.num_atoms))
+    tile_of_entry = np.searchsorted(view.tile_ptr, view.entries.atom, side="right") - 1
     name = layout.split(":")[0]
     if name == "csc":
-        np.testing.assert_array_equal(tile_of_entry, view.entry_col)  # tiles are columns
+        np.testing.assert_array_equal(tile_of_entry, view.entries.col)  # tiles are columns
         assert view.scatter
     elif name == "bcsr":
         R = int(layout.split(":")[1].split("x")[0])
-        np.testing.assert_array_equal(tile_of_entry, view.entry_row // R)  # block rows
+        np.testing.assert_array_equal(tile_of_entry, view.entries.row // R)  # block rows
     else:
-        np.testing.assert_array_equal(tile_of_entry, view.entry_row)  # tiles are rows
+        np.testing.assert_array_equal(tile_of_entry, view.entries.row)  # tiles are rows
     rows, cols = A.shape
     expected_atoms = {
         "ell": rows * int(np.diff(A.indptr).max(initial=0)),
@@ -190,11 +185,11 @@ def test_ell_padding_and_dia_outside_slots_have_no_entries() -> None:
     A = sp.csr_matrix(np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]))
     ell = tile_view("ell", A)  # width 2: atoms (0,0) (0,1) (1,0) (1,1) (2,0) (2,1)
     assert ell.num_atoms == 6
-    np.testing.assert_array_equal(ell.entry_atom, [0, 1, 2])
+    np.testing.assert_array_equal(ell.entries.atom, [0, 1, 2])
     dia = tile_view("dia", A)  # diagonals 0 and 1: atom r*2 + d
     np.testing.assert_array_equal(dia.tile_ptr, [0, 2, 4, 6])
-    np.testing.assert_array_equal(dia.entry_atom, [0, 1, 3])  # (0,0) (0,1) and (1,2)
-    np.testing.assert_array_equal(dia.entry_col, [0, 1, 2])
+    np.testing.assert_array_equal(dia.entries.atom, [0, 1, 3])  # (0,0) (0,1) and (1,2)
+    np.testing.assert_array_equal(dia.entries.col, [0, 1, 2])
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,7 +200,7 @@ def test_ell_padding_and_dia_outside_slots_have_no_entries() -> None:
 def test_host_arguments_have_the_registry_types(layout: str) -> None:
     A = MATRICES["wide"]
     args = host_arguments(layout, A, np.dtype("float32"))
-    entry = LAYOUTS[layout.split(":")[0]]
+    entry = get_layout(layout)
     types = {"offset_t": np.int32, "index_t": np.int32, "value_t": np.float32}
     for p in entry.params:
         if p.is_pointer:
@@ -254,7 +249,7 @@ def test_padding_over_the_limit_is_refused_before_anything_is_allocated() -> Non
 
 
 def test_a_layout_larger_than_free_device_memory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from teaal_loops.runtime import layouts as runtime
+    from teaal_loops.runtime import device_matrix as runtime
 
     class NoCupy:
         @staticmethod
@@ -321,7 +316,7 @@ def test_matrix_market_files_convert_to_every_layout(tmp_path: Path, layout: str
         A = read_matrix_market(path)
         view = tile_view(layout, A)
         rebuilt = sp.coo_matrix(
-            (view.entry_val, (view.entry_row, view.entry_col)), shape=A.shape
+            (view.entries.val, (view.entries.row, view.entries.col)), shape=A.shape
         ).toarray()
         np.testing.assert_allclose(rebuilt, expected.toarray())
 

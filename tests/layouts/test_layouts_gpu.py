@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 from teaal_loops.errors import LayoutError
-from teaal_loops.ir import simulate
-from teaal_loops.ir.simulate import simulate_view
-from teaal_loops.ir.views import TileView, tile_view
+from teaal_loops.layouts import TileView, tile_view
+from teaal_loops.lowering import simulate, simulate_view
 from teaal_loops.runtime.backend import gpu_available
 from tests.gpu import cases as gpu_cases
 from tests.layouts import cases
@@ -40,8 +39,8 @@ UNGUARDED_MAX_ATOMS = 20_000_000  # padded layouts over the limit still run when
 @functools.lru_cache(maxsize=8)
 def _host(matrix_id: str, layout: str) -> tuple[Any, str | None]:
     """(host layout, refusal message or None)."""
-    from teaal_loops.ir.layouts import bcsr_block_shape
-    from teaal_loops.matrix.layouts import convert
+    from teaal_loops.layouts import convert
+    from teaal_loops.layouts.bcsr import block_shape as bcsr_block_shape
 
     A = gpu_cases.load(matrix_id)
     name, _, option = layout.partition(":")

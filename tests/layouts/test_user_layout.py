@@ -13,10 +13,10 @@ from teaal_loops import layouts
 from teaal_loops.cli import main
 from teaal_loops.codegen import make_config, render
 from teaal_loops.errors import LayoutError
-from teaal_loops.ir import bind, lower, simulate
-from teaal_loops.ir.views import tile_view
-from teaal_loops.matrix.layouts import convert
-from teaal_loops.runtime.layouts import host_arguments
+from teaal_loops.layouts import convert, tile_view
+from teaal_loops.lowering import lower, simulate
+from teaal_loops.runtime.device_matrix import host_arguments
+from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
 from tests.layouts import emulation as emu
 from tests.layouts import user_dense
@@ -70,7 +70,7 @@ def test_registration_checks_everything_before_registering(tmp_path: Path) -> No
     good = dict(
         macro_file=user_dense.MACRO_FILE, template_dir=tmp_path,
         params=(layouts.KernelParam("rows", "index_t"), layouts.KernelParam("nnz", "offset_t")),
-        build=user_dense.build, pack=user_dense.pack, tile_view=user_dense.tile_view,
+        build=user_dense.build, pack=user_dense.pack, entries=user_dense.entries,
     )
     with pytest.raises(LayoutError, match="not found under"):
         layouts.register("mine", **good)  # type: ignore[arg-type]
@@ -96,7 +96,7 @@ def test_plugins_from_entry_points_are_loaded_on_demand(
     asked for (here the entry point list is faked; the mechanism is importlib.metadata's)."""
     import importlib.metadata
 
-    from teaal_loops.ir.layouts import layout_semantics
+    from teaal_loops.layouts import get_layout as layout_semantics
 
     class FakeEntryPoint:
         name, value = "dense", "user_dense:install"
@@ -104,7 +104,9 @@ def test_plugins_from_entry_points_are_loaded_on_demand(
         def load(self) -> object:
             return lambda: user_dense.install(tmp_path)
 
-    monkeypatch.setattr(layouts, "_plugins_loaded", False)
+    from teaal_loops.layouts import registry
+
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
     monkeypatch.setattr(
         importlib.metadata, "entry_points",
         lambda group: [FakeEntryPoint()] if group == layouts.ENTRY_POINT_GROUP else [],

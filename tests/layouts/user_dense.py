@@ -13,9 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops import layouts
-from teaal_loops.ir.model import MatrixShape
-from teaal_loops.ir.views import TileView, host_layout
-from teaal_loops.matrix.layouts import Layout
+from teaal_loops.layouts import Entries, HostLayout
 
 NAME = "dense_rows"
 MACRO_FILE = "layouts/dense_rows.cuh.j2"
@@ -58,7 +56,7 @@ struct Layout {
 
 
 @dataclass(frozen=True, eq=False)
-class DenseRows(Layout):
+class DenseRows(HostLayout):
     name: ClassVar[str] = NAME
     values: np.ndarray[Any, Any]  # rows * cols, row-major
 
@@ -68,6 +66,10 @@ class DenseRows(Layout):
     @property
     def stored(self) -> int:
         return int(self.values.size)
+
+    def tile_ptr(self) -> np.ndarray[Any, Any]:
+        rows, cols = self.shape
+        return np.arange(rows + 1, dtype=np.int64) * cols
 
     def to_csr(self) -> sp.csr_matrix:
         return sp.csr_matrix(self.values.reshape(self.shape))
@@ -79,23 +81,17 @@ def build(csr: sp.csr_matrix, **options: Any) -> DenseRows:
 
 def pack(host: DenseRows, option: str | None) -> layouts.Packed:
     rows, cols = host.shape
-    tiles = MatrixShape(rows=rows, cols=cols, nnz=rows * cols, max_row=cols)
-    return layouts.Packed({"values": host.values}, {"nnz": rows * cols}, tiles)
+    return layouts.Packed({"values": host.values}, {"nnz": rows * cols})
 
 
-def tile_view(A: Any, option: str | None) -> TileView:
-    host = host_layout(A, NAME)
+def entries(host: DenseRows, option: str | None) -> Entries:
     rows, cols = host.shape
     atoms = np.arange(rows * cols, dtype=np.int64)
-    return TileView(
-        tile_ptr=np.arange(rows + 1, dtype=np.int64) * cols,
-        entry_atom=atoms,
-        entry_row=atoms // max(cols, 1),
-        entry_col=atoms % max(cols, 1),
-        entry_val=np.asarray(host.values, dtype=np.float64),
-        rows=rows,
-        cols=cols,
-        scatter=False,
+    return Entries(
+        atom=atoms,
+        row=atoms // max(cols, 1),
+        col=atoms % max(cols, 1),
+        val=np.asarray(host.values, dtype=np.float64),
     )
 
 
@@ -114,7 +110,7 @@ def install(folder: Path) -> None:
         ),
         build=build,
         pack=pack,
-        tile_view=tile_view,
+        entries=entries,
         schedules=("thread_mapped", "group_mapped", "work_oriented", "merge_path"),
         description="dense row-major storage (a user-defined layout)",
     )

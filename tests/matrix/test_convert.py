@@ -9,9 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.ir.model import MatrixShape
 from teaal_loops.matrix import as_csr, index_bits_for, matrix_shape, validate_csr
 from teaal_loops.matrix.stats import row_stats
+from teaal_loops.types import MatrixShape
 
 DENSE = np.array([[0, 2.0, 0, 1], [0, 0, 0, 0], [3, 0, 0, 4], [0, 0, 5, 0]])
 

@@ -108,7 +108,7 @@ def test_a_disagreement_fails_the_notebook(monkeypatch: pytest.MonkeyPatch) -> N
     nb.cells.insert(
         at,
         nbformat.v4.new_code_cell(
-            "import teaal_loops.ir.ownership as _own\n"
+            "import teaal_loops.lowering as _own\n"
             "_own.thread_of_space_stamp = lambda bound, space: 0\n",
             id="sabotage",
         ),
@@ -120,8 +120,10 @@ def test_a_disagreement_fails_the_notebook(monkeypatch: pytest.MonkeyPatch) -> N
 # Stands in for teaal_loops.runtime on a machine without a GPU: a "kernel" that returns the CPU
 # simulation's values and owners as host arrays behind CuPy's .get().
 FAKE_RUNTIME = """\
+import teaal_loops.pipeline as _pipeline
 import teaal_loops.runtime as _runtime
-from teaal_loops import ir as _ir
+from teaal_loops.lowering import lower as _lower, simulate as _simulate
+from teaal_loops.schedules import bind as _bind
 from teaal_loops.matrix import matrix_shape as _shape
 from teaal_loops.spec import load_spec as _load
 
@@ -136,10 +138,10 @@ class _Host:
 
 class _FakeKernel:
     def __init__(self, spec_path, params):
-        self.schedule = _ir.lower(_load(spec_path), params=params)
+        self.schedule = _lower(_load(spec_path), params=params)
 
     def _sim(self, A, x):
-        return _ir.simulate(_ir.bind(self.schedule, _shape(A)), A, x)
+        return _simulate(_bind(self.schedule, _shape(A)), A, x)
 
     def __call__(self, A, x):
         return _Host(self._sim(A, x).y)
@@ -149,7 +151,7 @@ class _FakeKernel:
 
 
 _runtime.gpu_available = lambda: True
-_runtime.compile = lambda spec, *, dtype, params: _FakeKernel(spec, params)
+_pipeline.compile = lambda spec, *, dtype, params: _FakeKernel(spec, params)
 """
 
 

@@ -59,9 +59,9 @@ def test_large_matrices_use_the_numpy_oracle(capsys) -> None:
 
 
 def test_disagreeing_owners_exit_non_zero(capsys, monkeypatch) -> None:
-    import teaal_loops.ir as ir
+    import teaal_loops.lowering as lowering
 
-    real = ir.simulate
+    real = lowering.simulate
 
     def off_by_one(bound, A, x):  # a simulation that gives atom 0 to another thread
         sim = real(bound, A, x)
@@ -69,16 +69,16 @@ def test_disagreeing_owners_exit_non_zero(capsys, monkeypatch) -> None:
         owner[0] += 1
         return type(sim)(y=sim.y, owner=owner, stats=sim.stats, bound=sim.bound)
 
-    monkeypatch.setattr(ir, "simulate", off_by_one)
+    monkeypatch.setattr(lowering, "simulate", off_by_one)
     rc, out, _ = check(capsys, str(REPO / "specs" / "work_oriented.yaml"), "--synthetic", SYNTH)
     assert rc == 1
     assert "DISAGREE for 1 of" in out and "result: DISAGREE" in out
 
 
 def test_disagreeing_values_exit_non_zero(capsys, monkeypatch) -> None:
-    import teaal_loops.ir as ir
+    import teaal_loops.lowering as lowering
 
-    real = ir.simulate
+    real = lowering.simulate
 
     def wrong(bound, A, x):
         sim = real(bound, A, x)
@@ -86,7 +86,7 @@ def test_disagreeing_values_exit_non_zero(capsys, monkeypatch) -> None:
         y[np.flatnonzero(y)[0]] *= 2
         return type(sim)(y=y, owner=sim.owner, stats=sim.stats, bound=sim.bound)
 
-    monkeypatch.setattr(ir, "simulate", wrong)
+    monkeypatch.setattr(lowering, "simulate", wrong)
     rc, out, _ = check(capsys, str(REPO / "specs" / "thread_mapped.yaml"), "--synthetic", SYNTH)
     assert rc == 1 and "DISAGREE at 1 of 300 entries" in out
 

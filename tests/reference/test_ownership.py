@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teaal_loops.ir import MatrixShape, bind, lower, simulate, thread_of_space_stamp
+from teaal_loops.lowering import lower, simulate, thread_of_space_stamp
 from teaal_loops.reference import compare_arrays, run_reference
+from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
+from teaal_loops.types import MatrixShape
 from tests.conftest import REPO
 from tests.reference.helpers import dense_vector, random_csr
 

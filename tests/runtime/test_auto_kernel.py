@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from teaal_loops import auto
 from teaal_loops.errors import ParameterError, TeaalLoopsError
 from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import AutoKernel, Kernel, compile, compile_for
+from teaal_loops.pipeline import AutoKernel, compile, compile_for
+from teaal_loops.runtime import Kernel
 from teaal_loops.spec import load_spec_string
 
 AUTO_SPEC = """

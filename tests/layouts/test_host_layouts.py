@@ -10,8 +10,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from teaal_loops import layouts
 from teaal_loops.errors import DeviceError, LayoutError
-from teaal_loops.matrix import layouts
 
 
 @st.composite
@@ -88,7 +88,7 @@ def test_ell_arrays_follow_the_documented_orders() -> None:
 def test_bcsr_blocks_and_dia_rows_hold_the_documented_entries() -> None:
     dense = np.arange(1.0, 31.0).reshape(5, 6) * (np.arange(30).reshape(5, 6) % 4 == 0)
     A = sp.csr_matrix(dense)
-    b = layouts.convert(A, "bcsr", block_rows=2, block_cols=3)
+    b = layouts.convert(A, "bcsr", block=(2, 3))
     for block_row in range(len(b.indptr) - 1):
         for k in range(b.indptr[block_row], b.indptr[block_row + 1]):
             r0, c0 = 2 * block_row, 3 * int(b.indices[k])
@@ -135,35 +135,17 @@ def test_check_fits_device() -> None:
 
 def test_unknown_layout_and_options() -> None:
     A = sp.csr_matrix(np.eye(3))
-    with pytest.raises(LayoutError, match="known layouts: csr, csc, coo, ell, bcsr, dia"):
+    with pytest.raises(LayoutError, match="supported layouts: bcsr, coo, csc, csr, dia, ell"):
         layouts.convert(A, "hyb")
     with pytest.raises(LayoutError, match="unknown option"):
         layouts.convert(A, "csr", block=2)
     with pytest.raises(LayoutError, match="order"):
         layouts.convert(A, "ell", order="diagonal")
-    with pytest.raises(LayoutError, match="block_rows"):
+    with pytest.raises(LayoutError, match="block 0x0 must have"):
         layouts.convert(A, "bcsr", block=0)
+    with pytest.raises(LayoutError, match="block=True must be"):
+        layouts.convert(A, "bcsr", block=True)
+    assert layouts.convert(A, "bcsr:3x1").blocks.shape[1:] == (3, 1)  # the name's option
     assert layouts.convert(A, "BCSR", block=4).blocks.shape == (1, 4, 4)
 
 
-def test_register_a_user_layout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(layouts, "_REGISTRY", dict(layouts._REGISTRY))
-
-    def transposed_csr(csr: sp.csr_matrix, **options: Any) -> layouts.CSRLayout:
-        t = sp.csr_matrix(csr.T)
-        t.sort_indices()
-        return layouts.CSRLayout(t.shape, int(t.nnz), t.indptr, t.indices, t.data)
-
-    layouts.register_layout("transposed", transposed_csr)
-    assert "transposed" in layouts.registered_layouts()
-    A = sp.csr_matrix(np.array([[0, 1.0], [2, 0], [0, 3]]))
-    np.testing.assert_array_equal(
-        layouts.convert(A, "transposed").to_csr().toarray(), A.T.toarray()
-    )
-    with pytest.raises(LayoutError, match="already registered"):
-        layouts.register_layout("transposed", transposed_csr)
-    with pytest.raises(LayoutError, match="already registered"):
-        layouts.register_layout("csr", transposed_csr)
-    layouts.register_layout("broken", lambda csr, **options: object())
-    with pytest.raises(LayoutError, match="without"):
-        layouts.convert(A, "broken")
