@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from teaal_loops.ir.views import schedule_shape
     from teaal_loops.reference import compare_arrays, run_reference
     from teaal_loops.reference.execute import load_engine
+    from teaal_loops.reference.names import comment
     from teaal_loops.spec import load_spec
 
     if args.max_nnz < 0:
@@ -92,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
     A.sort_indices()
     x = _vector_without_zeros(A.shape[1], args.seed)
 
-    print(f"spec: {args.spec} ({schedule.kind.value})")
-    print(f"matrix: {name} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
+    # a file name may hold line breaks and anything else: shown as one printable line
+    print(f"spec: {comment(args.spec)} ({schedule.kind.value})")
+    print(f"matrix: {comment(name)} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
     if stored != A.nnz:
         print(f"note: {stored - A.nnz} explicit zeros dropped (zeros are absent in fibertree)")
 
