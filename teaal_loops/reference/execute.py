@@ -216,40 +216,13 @@ def run_reference(
 
     inputs = program.inputs
     scalars = sorted({s for p in plans for s in p.scalars})
-    expected = set(inputs) | set(scalars)
-    missing = [t for t in list(inputs) + scalars if t not in tensors]
-    if missing:
-        raise MatrixError(
-            f"the reference of {comment(spec.name)} needs {', '.join(missing)} "
-            f"(inputs: {', '.join(list(inputs) + scalars)})"
-        )
-    unknown = sorted(set(tensors) - expected)
-    if unknown:
-        raise MatrixError(
-            f"{comment(', '.join(map(str, unknown)))}: not an input of {comment(spec.name)} "
-            f"(inputs: {', '.join(list(inputs) + scalars)})"
-        )
-
+    _check_names_given(spec, list(inputs), scalars, tensors)
     coos = {t: _to_coo(t, tensors[t], len(spec.declaration[t])) for t in inputs}
-    scalar_values = {}
-    for s in scalars:
-        arr = np.asarray(tensors[s])
-        if arr.ndim != 0 or arr.dtype.kind not in "biuf":
-            raise MatrixError(f"scalar {s}: expected one number, got {tensors[s]!r}")
-        scalar_values[s] = arr
+    scalar_values = {s: _scalar(s, tensors[s]) for s in scalars}
     integral = all(c.values.dtype.kind in "biu" for c in coos.values()) and all(
         a.dtype.kind in "biu" for a in scalar_values.values()
     )
-    shapes: dict[str, int] = {}
-    owner: dict[str, str] = {}
-    for t, coo in coos.items():
-        for rank, size in zip(spec.declaration[t], coo.shape, strict=True):
-            if rank in shapes and shapes[rank] != size:
-                raise MatrixError(
-                    f"rank {rank} has size {shapes[rank]} in {owner[rank]} but {size} in {t}"
-                )
-            shapes[rank] = size
-            owner[rank] = t
+    shapes = _rank_shapes(spec, coos)
 
     ns: dict[str, Any] = {
         "__name__": "hifiber",
@@ -277,6 +250,47 @@ def run_reference(
             eng, ns[var], plan.output.rank_order, plan.output.declared, shapes, dtype
         )
     return ReferenceResult(outputs, name, recorder.stamps(), program.source, dict(values))
+
+
+def _check_names_given(
+    spec: Spec, inputs: list[str], scalars: list[str], tensors: Mapping[str, Any]
+) -> None:
+    """Every input and scalar given, and nothing else."""
+    wanted = inputs + scalars
+    missing = [t for t in wanted if t not in tensors]
+    if missing:
+        raise MatrixError(
+            f"the reference of {comment(spec.name)} needs {', '.join(missing)} "
+            f"(inputs: {', '.join(wanted)})"
+        )
+    unknown = sorted(set(tensors) - set(wanted), key=str)
+    if unknown:
+        raise MatrixError(
+            f"{comment(', '.join(map(str, unknown)))}: not an input of {comment(spec.name)} "
+            f"(inputs: {', '.join(wanted)})"
+        )
+
+
+def _scalar(name: str, value: Any) -> npt.NDArray[Any]:
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "biuf":
+        raise MatrixError(f"scalar {name}: expected one number, got {comment(repr(value))}")
+    return arr
+
+
+def _rank_shapes(spec: Spec, coos: Mapping[str, _Coo]) -> dict[str, int]:
+    """The size of every rank, which all tensors holding it must agree on."""
+    shapes: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    for t, coo in coos.items():
+        for rank, size in zip(spec.declaration[t], coo.shape, strict=True):
+            if rank in shapes and shapes[rank] != size:
+                raise MatrixError(
+                    f"rank {rank} has size {shapes[rank]} in {owner[rank]} but {size} in {t}"
+                )
+            shapes[rank] = size
+            owner[rank] = t
+    return shapes
 
 
 def _layout(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from teaal_loops.errors import UnsupportedMappingError
+from teaal_loops.reference.names import comment
 from teaal_loops.spec.model import Einsum
 
 SUPPORTED = (
@@ -20,9 +21,10 @@ SUPPORTED = (
 
 
 def refuse(einsum: Einsum, message: str, key_path: str | None = None) -> UnsupportedMappingError:
-    """The error for what the reference does not support, naming what it does."""
+    """The error for what the reference does not support, naming what it does (on one line:
+    ``message`` may quote spec text)."""
     return UnsupportedMappingError(
-        f"HiFiber reference: {message}",
+        f"HiFiber reference: {comment(message)}",
         location=einsum.location,
         key_path=key_path,
         expected=f"what the reference supports: {SUPPORTED}",
