@@ -262,3 +262,49 @@ def test_names_that_are_not_identifiers_are_refused_in_one_line(field, value, wh
         hifiber_source(hostile, params={"P": 3, "Q": 2})
     message = str(info.value)
     assert "\n" not in message and f"{what} " in message and "is not a name" in message
+
+
+FIBERTREE_API = {
+    "fromFiber",
+    "getRoot",
+    "setRankIds",
+    "splitUniform",
+    "splitNonUniform",
+    "splitEqual",
+    "splitUnEqual",
+    "swizzleRanks",
+    "flattenRanks",
+    "mergeRanks",
+    "getPayload",
+    "getPayloadRef",
+    "append",  # lists inside the merge-path helper
+}
+
+
+@pytest.mark.parametrize("mapping", list(MAPPINGS))
+@pytest.mark.parametrize("names", [{}, *HOSTILE_RANKS, *HOSTILE_TENSORS_AND_PARAMS], ids=str)
+def test_every_identifier_in_the_program_is_handed_out_or_known(mapping, names) -> None:
+    """Outside the merge-path helper's own scope, the program names only what its allocator
+    handed out, the names its runner binds, and builtins; it calls only fibertree's API."""
+    import ast
+    import builtins
+
+    from teaal_loops.reference.hifiber import render
+    from teaal_loops.reference.names import PROGRAM_NAMES
+    from teaal_loops.reference.plan import bind_params, plan_spec
+
+    spec, n = spmv_spec(mapping, **names)
+    params = {p: 3 for p in spec.parameters}
+    program = render(spec, plan_spec(spec), bind_params(spec, params))
+    handed_out = [name for _, name in program.names.items()]
+    assert len(set(handed_out)) == len(handed_out)
+    tree = ast.parse(program.source)
+    module_level = [node for node in tree.body if not isinstance(node, ast.FunctionDef)]
+    allowed = set(handed_out) | set(PROGRAM_NAMES) | set(dir(builtins))
+    for statement in module_level:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and node.id != "_":
+                assert node.id in allowed, node.id
+                assert node.id not in dir(builtins) or node.id in ("enumerate", "max"), node.id
+            if isinstance(node, ast.Attribute):
+                assert node.attr in FIBERTREE_API, node.attr
