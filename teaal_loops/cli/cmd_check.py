@@ -26,7 +26,6 @@ from teaal_loops.cli.common import (
     parse_params,
 )
 from teaal_loops.errors import ParameterError
-from teaal_loops.schedules import bind, schedule_definition
 
 ORDER = 45
 MAX_NNZ = 200_000
@@ -76,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from teaal_loops.lowering import lower, schedule_shape, simulate
     from teaal_loops.reference import compare_arrays, run_reference
     from teaal_loops.reference.execute import load_engine
+    from teaal_loops.reference.names import comment
+    from teaal_loops.reference.ownership import compare_owners
+    from teaal_loops.schedules import bind
     from teaal_loops.spec import load_spec
 
     if args.max_nnz < 0:
@@ -92,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
     A.sort_indices()
     x = _vector_without_zeros(A.shape[1], args.seed)
 
-    print(f"spec: {args.spec} ({schedule.kind})")
-    print(f"matrix: {name} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
+    # a file name may hold line breaks and anything else: shown as one printable line
+    print(f"spec: {comment(args.spec)} ({schedule.kind})")
+    print(f"matrix: {comment(name)} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
     if stored != A.nnz:
         print(f"note: {stored - A.nnz} explicit zeros dropped (zeros are absent in fibertree)")
 
@@ -128,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"reference: {result.engine} (HiFiber on {how}; {len(result.stamps)} multiplies)")
     cmp = compare_arrays(result.outputs[s.output], other_y)
     print(f"values ({label} vs reference): {cmp.summary()}")
-    owners_ok, owner_text = _compare_owners(spec, bound, A, result.stamps, other_owner)
-    print(f"owners ({label} vs reference): {owner_text}")
-    ok = cmp.ok and owners_ok
+    owners = compare_owners(spec, bound, A, result.stamps, other_owner)
+    print(f"owners ({label} vs reference): {owners.text}")
+    ok = cmp.ok and owners.ok
     print("result: " + ("AGREE" if ok else "DISAGREE"))
     return 0 if ok else 1
 
@@ -150,89 +153,3 @@ def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) 
     y = kernel(prepared, x).get()
     owner = kernel.trace(prepared, x).get().astype(np.int64)
     return y, owner, prepared.bound, f"GPU {kernel.dtype.name}"
-
-
-def _owners_not_comparable(bound: Any, view: Any) -> str | None:
-    """Why the reference's space stamps cannot be mapped onto this layout's atoms, if so.
-
-    The HiFiber reference runs the spec on fibers of nonzeros, tiled by rows (columns for a
-    column-major layout). A layout whose tiles are something else (BCSR's block rows) or, for
-    chunked schedules, whose atoms are not exactly the nonzeros (padded slots, blocks) has
-    tiles and chunks that are not the reference's. Read off the tile view, so user-defined
-    layouts are judged the same way.
-    """
-    layout = bound.schedule.layout
-    matrix_tiles = view.cols if view.scatter else view.rows
-    if view.num_tiles != matrix_tiles:
-        return f"layout {layout}: its {view.num_tiles} tiles are not the matrix's {matrix_tiles}"
-    chunked = schedule_definition(bound.kind).owns_chunks
-    if chunked and view.num_atoms != len(view.entries.atom):
-        return (
-            f"layout {layout}: {bound.kind} chunks count its {view.num_atoms} atoms "
-            f"(padded slots or blocks), the reference's count the {len(view.entries.atom)} "
-            "nonzeros"
-        )
-    return None
-
-
-def _compare_owners(
-    spec: Any, bound: Any, A: Any, stamps: Any, other_owner: Any
-) -> tuple[bool, str]:
-    """Map every reference multiply to its atom in the schedule's layout (through the layout's
-    tile view) and its space stamp to a thread (through the IR), then compare with the other
-    side's owner of that atom."""
-    from teaal_loops.errors import LayoutError
-    from teaal_loops.ir import recognise_spmv
-    from teaal_loops.layouts import tile_view
-    from teaal_loops.lowering import thread_of_space_stamp
-
-    layout = bound.schedule.layout
-    try:
-        view = tile_view(layout, A)
-    except LayoutError as err:
-        return True, f"not compared ({err.message})"
-    reason = _owners_not_comparable(bound, view)
-    if reason:
-        return True, f"not compared ({reason})"
-    shape = recognise_spmv(spec)
-    row_var, col_var = shape.row_var, shape.col_var
-    # Entries (output row, column) in key order, to find the atom of each multiply.
-    entries = view.entries
-    keys = entries.row * view.cols + entries.col
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    other = np.asarray(other_owner, dtype=np.int64)
-    ref_owner = np.full(len(keys), -1, dtype=np.int64)  # per entry
-    twice = unknown = 0
-    for st in stamps:
-        key = st.indices[row_var] * view.cols + st.indices[col_var]
-        pos = int(np.searchsorted(sorted_keys, key))
-        if pos >= len(sorted_keys) or sorted_keys[pos] != key:
-            unknown += 1
-            continue
-        entry = int(order[pos])
-        if ref_owner[entry] != -1:
-            twice += 1
-        ref_owner[entry] = thread_of_space_stamp(bound, st.space_pairs())
-    entry_other = other[entries.atom]
-    missing = int(np.count_nonzero(ref_owner == -1))
-    bad = np.flatnonzero((ref_owner != entry_other) & (ref_owner != -1))
-    n = len(keys)
-    if not len(bad) and not twice and not missing and not unknown:
-        return True, f"agree for all {n} nonzeros (layout {layout})"
-    parts = []
-    if len(bad):
-        shown = ", ".join(
-            f"entry ({int(entries.row[e])}, {int(entries.col[e])}) atom "
-            f"{int(entries.atom[e])}: reference thread {int(ref_owner[e])}, "
-            f"other {int(entry_other[e])}"
-            for e in bad[:5]
-        )
-        parts.append(f"DISAGREE for {len(bad)} of {n} nonzeros, e.g. {shown}")
-    if missing:
-        parts.append(f"{missing} nonzeros never multiplied by the reference")
-    if unknown:
-        parts.append(f"{unknown} reference multiplies of entries the matrix does not hold")
-    if twice:
-        parts.append(f"{twice} nonzeros multiplied twice by the reference")
-    return False, "; ".join(parts)

@@ -10,7 +10,8 @@ names, signatures and semantics, so one program text runs on both:
 * ``getPayload`` / ``getPayloadRef`` (read / create-on-demand);
 * the splits (``splitUniform``, ``splitNonUniform``, ``splitEqual``, ``splitUnEqual``) and
   ``flattenRanks`` / ``mergeRanks``, including fibertree's *active ranges*, which decide the
-  coordinate of the first partition of a position-based split.
+  coordinate of the first partition of a position-based split (their algorithms are in
+  :mod:`teaal_loops.fibers.reshape`).
 
 Unlike fibertree, operations never deep-copy: split and merged fibers share the payloads of
 their source (the generated programs only ever mutate the output tensor they create), and
@@ -21,34 +22,13 @@ row against a dense vector costs the row's length, not the vector's.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from teaal_loops.fibers import payload as _payload_module
+from teaal_loops.fibers import reshape as _reshape
+from teaal_loops.fibers.coords import Coord, Elem, is_empty_payload, zero_like
 from teaal_loops.fibers.payload import Payload
-
-Coord = Any  # an int, or a tuple of ints for a flattened rank
-Elem = tuple[Coord, Any]
-Part = tuple[Coord, list[Coord], list[Any], tuple[Any, Any]]  # coord, coords, payloads, active
-
-
-def _is_empty(payload: Any, default: Any) -> bool:
-    if isinstance(payload, Fiber):
-        return payload.isEmpty()
-    return bool(Payload.get(payload) == default)
-
-
-def _inf_like(coord: Coord) -> Any:
-    """fibertree's ``_transCoord(coord, lambda c: inf)``: +inf of the coordinate's shape."""
-    if isinstance(coord, tuple):
-        return tuple(_inf_like(c) for c in coord)
-    return float("inf")
-
-
-def _zero_like(coord: Coord) -> Any:
-    if isinstance(coord, tuple):
-        return tuple(_zero_like(c) for c in coord)
-    return 0
 
 
 class Fiber:
@@ -83,7 +63,7 @@ class Fiber:
         self._shapes: tuple[Any, ...] | None = None if shape is None else (shape,)
         # True while no stored payload is empty (known at construction; dropped by anything
         # that hands out references for writing). Lets splits slice and iteration skip checks.
-        self._clean = not any(_is_empty(p, self._default) for p in self.payloads)
+        self._clean = not any(is_empty_payload(p, self._default) for p in self.payloads)
 
     @classmethod
     def _make(
@@ -125,7 +105,7 @@ class Fiber:
         if self._clean:
             return not self.coords
         default = self._default
-        return all(_is_empty(p, default) for p in self.payloads)
+        return all(is_empty_payload(p, default) for p in self.payloads)
 
     def setActive(self, active_range: tuple[Any, Any] | None) -> None:  # noqa: N802
         if active_range is not None:
@@ -139,7 +119,7 @@ class Fiber:
         shape = self._shapes[0] if self._shapes else None
         if not shape:
             shape = self._estimate_shape()
-        return (_zero_like(shape), shape)
+        return (zero_like(shape), shape)
 
     def _estimate_shape(self) -> Any:
         if not self.coords:
@@ -255,8 +235,8 @@ class Fiber:
 
     def splitUniform(self, step: int, depth: int = 0) -> Fiber:  # noqa: N802
         """Split in coordinate space: partitions start at multiples of ``step``."""
-        _check_int("step", step)
-        return _split_generic(self, lambda f: _uniform_parts(f, step), depth)
+        _reshape.check_int("step", step)
+        return _reshape.split_generic(self, lambda f: _reshape.uniform_parts(f, step), depth)
 
     def splitNonUniform(self, splits: Any, depth: int = 0) -> Fiber:  # noqa: N802
         """Split in coordinate space at the given starting coordinates (or a fiber's)."""
@@ -267,17 +247,17 @@ class Fiber:
             # fibertree asserts integer split points: tuple coordinates cannot be split here
             if not isinstance(s, int):
                 raise AssertionError(f"splitNonUniform needs integer split points, got {s!r}")
-        return _split_generic(self, lambda f: _nonuniform_parts(f, splits), depth)
+        return _reshape.split_generic(self, lambda f: _reshape.nonuniform_parts(f, splits), depth)
 
     def splitEqual(self, step: int, depth: int = 0) -> Fiber:  # noqa: N802
         """Split in position space: ``step`` non-empty elements per partition."""
-        _check_int("step", step)
-        return _split_generic(self, lambda f: _equal_parts(f, step), depth)
+        _reshape.check_int("step", step)
+        return _reshape.split_generic(self, lambda f: _reshape.equal_parts(f, step), depth)
 
     def splitUnEqual(self, sizes: Sequence[int], depth: int = 0) -> Fiber:  # noqa: N802
         """Split in position space into partitions of the given sizes (rest in the last)."""
         sizes = list(sizes)
-        return _split_generic(self, lambda f: _unequal_parts(f, sizes), depth)
+        return _reshape.split_generic(self, lambda f: _reshape.unequal_parts(f, sizes), depth)
 
     # ---- flatten and merge -------------------------------------------------------------------
 
@@ -302,7 +282,7 @@ class Fiber:
                 return sum(ps)
 
         fn = merge_fn
-        return _at_depth(self, depth, lambda f: _merge_helper(f, levels, style, fn))
+        return _reshape.at_depth(self, depth, lambda f: _reshape.merge_helper(f, levels, style, fn))
 
     # ---- comparison and display ------------------------------------------------------------
 
@@ -388,7 +368,7 @@ def _intersect_search(a: Fiber, b: Fiber) -> Iterator[Elem]:
             return
         if coords[lo] == c:
             q = payloads[lo]
-            if not _is_empty(q, default):
+            if not is_empty_payload(q, default):
                 yield c, ((p, q) if a_drives else (q, p))
 
 
@@ -438,201 +418,3 @@ def _populate(z: Fiber, other: Any) -> Iterator[Elem]:
             del z.payloads[i]
         else:
             pos += 1
-
-
-# ---- splitting -----------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _uniform_parts(f: Fiber, step: int) -> list[Part]:
-    if not f.coords:
-        return []
-    start, end = f.getActive()
-    parts: list[Part] = []
-    for c, p in f:
-        if c < start:
-            continue
-        if c >= end:
-            break
-        part = c // step * step
-        if not parts or parts[-1][0] != part:
-            parts.append((part, [], [], (max(part, start), min(part + step, end))))
-        parts[-1][1].append(c)
-        parts[-1][2].append(p)
-    return parts
-
-
-def _nonuniform_parts(f: Fiber, splits: list[Coord]) -> list[Part]:
-    """fibertree's ``_splitNonUniform_iter`` without halos: element ``c`` goes to the last
-    split ``s <= c``; elements before the first split or outside the active range are dropped;
-    only non-empty elements and partitions are kept. (Found by binary search and slicing, so a
-    follower as long as a dense vector costs its partitions, not an element-by-element walk.)"""
-    if not f.coords or not splits:
-        return []
-    start, end = f.getActive()
-    coords, payloads = f.coords, f.payloads
-    bounds = list(splits) + [_inf_like(coords[0])]
-    first = bisect.bisect_left(coords, start)
-    last = bisect.bisect_left(coords, end, first)
-    parts: list[Part] = []
-    lo = first
-    for i in range(len(splits)):
-        b0, b1 = bounds[i], bounds[i + 1]
-        if b1 <= start:
-            continue
-        if b0 >= end:
-            break
-        lo = bisect.bisect_left(coords, b0, lo, last)
-        hi = bisect.bisect_left(coords, b1, lo, last)
-        if lo == hi:
-            continue
-        cs, ps = coords[lo:hi], payloads[lo:hi]
-        if not f._clean:
-            keep = [j for j, p in enumerate(ps) if not _is_empty(p, f._default)]
-            cs, ps = [cs[j] for j in keep], [ps[j] for j in keep]
-        if cs:
-            parts.append((b0, cs, ps, (max(b0, start), min(b1, end))))
-        lo = hi
-    return parts
-
-
-def _equal_parts(f: Fiber, step: int) -> list[Part]:
-    splits: list[Coord] = []
-    for i, (c, _) in enumerate(f.iterActive()):
-        if i == 0:
-            splits.append(f.getActive()[0])
-        elif i % step == 0:
-            splits.append(c)
-    return _nonuniform_parts(f, splits)
-
-
-def _unequal_parts(f: Fiber, sizes: list[int]) -> list[Part]:
-    splits: list[Coord] = []
-    j = 0
-    base = 0
-    for i, (c, _) in enumerate(f.iterActive()):
-        if j == len(sizes):
-            break
-        if i == 0:
-            splits.append(f.getActive()[0])
-        elif i - base == sizes[j]:
-            base = i
-            j += 1
-            splits.append(c)
-    return _nonuniform_parts(f, splits)
-
-
-def _split_fiber(f: Fiber, parts: Iterable[Part]) -> Fiber:
-    upper = Fiber._make([], [], active=f.getActive(), default=f._default, clean=True)
-    if f._shapes is not None:
-        upper._shapes = (f._shapes[0],) + f._shapes
-    for part, cs, ps, active in parts:
-        lower = Fiber._make(
-            cs, ps, active=active, default=f._default, shapes=f._shapes, clean=f._clean
-        )
-        upper.coords.append(part)
-        upper.payloads.append(lower)
-    return upper
-
-
-def _split_generic(f: Fiber, parts_of: Callable[[Fiber], list[Part]], depth: int) -> Fiber:
-    return _at_depth(f, depth, lambda g: _split_fiber(g, parts_of(g)))
-
-
-def _at_depth(f: Fiber, depth: int, fn: Callable[[Fiber], Fiber]) -> Fiber:
-    """Apply ``fn`` to every fiber ``depth`` levels below ``f``; copy the levels above."""
-    if depth == 0:
-        return fn(f)
-    payloads = [_at_depth(p, depth - 1, fn) if isinstance(p, Fiber) else p for p in f.payloads]
-    return Fiber._make(list(f.coords), payloads, active=f._active, default=f._default)
-
-
-# ---- flattening and merging ----------------------------------------------------------------------
-
-
-def _flatten_coord(c1: Coord, c0: Coord, style: str, low_shape: Any) -> Coord:
-    if style == "tuple":
-        t1 = c1 if isinstance(c1, tuple) else (c1,)
-        t0 = c0 if isinstance(c0, tuple) else (c0,)
-        return t1 + t0
-    if style == "pair":
-        return (c1, c0)
-    if style == "absolute":
-        return c0
-    if style == "relative":
-        return c1 + c0
-    if style == "linear":
-        assert low_shape is not None, "linear flattening needs the lower rank's shape"
-        return c1 * low_shape + c0
-    raise ValueError(
-        "Supported coordinate styles are: tuple, pair, absolute, relative, and linear. "
-        f"Got: {style}"
-    )
-
-
-def _merge_helper(f: Fiber, levels: int, style: str, merge_fn: Callable[[list[Any]], Any]) -> Fiber:
-    """fibertree's ``_mergeRanksHelper``: the top ``levels + 1`` ranks of ``f`` become one."""
-    if levels == 1 or not f.coords:
-        cur = f.payloads
-    else:
-        cur = [_merge_helper(p, levels - 1, style, merge_fn) for p in f.payloads]
-    coords: list[Coord] = []
-    groups: list[list[Any]] = []
-    range_start: Any = None
-    range_end: Any = None
-    default: Any = 0
-    low_shapes: tuple[Any, ...] | None = None
-    for i, (c1, p1) in enumerate(zip(f.coords, cur, strict=True)):
-        if not isinstance(p1, Fiber):
-            raise ValueError("mergeRanks: not enough ranks below to merge")
-        p_start, p_end = p1.getActive()
-        if i == 0:
-            range_start, range_end = p_start, p_end
-        else:
-            range_start, range_end = min(range_start, p_start), max(range_end, p_end)
-        default = p1._default
-        low_shapes = p1._shapes
-        low_shape = p1._shapes[0] if p1._shapes else None
-        for c0, p0 in p1:
-            new = _flatten_coord(c1, c0, style, low_shape)
-            j = bisect.bisect_left(coords, new)
-            if j < len(coords) and coords[j] == new:
-                groups[j].append(p0)
-            else:
-                coords.insert(j, new)
-                groups.insert(j, [p0])
-    payloads = [_merge_payloads(g, merge_fn) for g in groups]
-    if range_start is None:
-        range_start, range_end = 0, float("inf")
-    own = f.getActive()
-    if style in ("tuple", "pair"):
-        active: tuple[Any, Any] = ((own[0], range_start), (own[1], range_end))
-    elif style in ("relative", "absolute"):
-        active = own
-    else:
-        active = (0, float("inf"))
-    return Fiber._make(coords, payloads, active=active, default=default, shapes=low_shapes)
-
-
-def _merge_payloads(group: list[Any], merge_fn: Callable[[list[Any]], Any]) -> Any:
-    if len(group) == 1:
-        return group[0]
-    if not isinstance(group[0], Fiber):
-        return Payload.maybe_box(merge_fn(group))
-    merged: dict[Coord, list[Any]] = {}
-    for fiber in group:
-        for c, p in fiber:
-            merged.setdefault(c, []).append(p)
-    coords = sorted(merged)
-    first = group[0]
-    return Fiber._make(
-        coords,
-        [_merge_payloads(merged[c], merge_fn) for c in coords],
-        active=first.getActive(),
-        default=first._default,
-        shapes=first._shapes,
-    )

@@ -22,12 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from teaal_loops.errors import MatrixError, TeaalLoopsError
-from teaal_loops.reference.hifiber import (
-    final_tensor_vars,
-    input_tensor_vars,
-    render,
-    shape_var,
-)
+from teaal_loops.reference.hifiber import render
+from teaal_loops.reference.names import comment
 from teaal_loops.reference.plan import EinsumPlan, bind_params, plan_spec
 from teaal_loops.reference.stamps import Recorder, Stamp
 from teaal_loops.spec.model import Spec
@@ -215,45 +211,18 @@ def run_reference(
     """Execute the spec's HiFiber program on ``tensors`` (see the module docstring)."""
     values = bind_params(spec, params or {})
     plans = plan_spec(spec)
-    source = render(spec, plans, values)
+    program = render(spec, plans, values)
     name, eng = load_engine(engine)
 
-    inputs = input_tensor_vars(plans)
+    inputs = program.inputs
     scalars = sorted({s for p in plans for s in p.scalars})
-    expected = set(inputs) | set(scalars)
-    missing = [t for t in list(inputs) + scalars if t not in tensors]
-    if missing:
-        raise MatrixError(
-            f"the reference of {spec.name} needs {', '.join(missing)} "
-            f"(inputs: {', '.join(list(inputs) + scalars)})"
-        )
-    unknown = sorted(set(tensors) - expected)
-    if unknown:
-        raise MatrixError(
-            f"{', '.join(unknown)}: not an input of {spec.name} "
-            f"(inputs: {', '.join(list(inputs) + scalars)})"
-        )
-
+    _check_names_given(spec, list(inputs), scalars, tensors)
     coos = {t: _to_coo(t, tensors[t], len(spec.declaration[t])) for t in inputs}
-    scalar_values = {}
-    for s in scalars:
-        arr = np.asarray(tensors[s])
-        if arr.ndim != 0 or arr.dtype.kind not in "biuf":
-            raise MatrixError(f"scalar {s}: expected one number, got {tensors[s]!r}")
-        scalar_values[s] = arr
+    scalar_values = {s: _scalar(s, tensors[s]) for s in scalars}
     integral = all(c.values.dtype.kind in "biu" for c in coos.values()) and all(
         a.dtype.kind in "biu" for a in scalar_values.values()
     )
-    shapes: dict[str, int] = {}
-    owner: dict[str, str] = {}
-    for t, coo in coos.items():
-        for rank, size in zip(spec.declaration[t], coo.shape, strict=True):
-            if rank in shapes and shapes[rank] != size:
-                raise MatrixError(
-                    f"rank {rank} has size {shapes[rank]} in {owner[rank]} but {size} in {t}"
-                )
-            shapes[rank] = size
-            owner[rank] = t
+    shapes = _rank_shapes(spec, coos)
 
     ns: dict[str, Any] = {
         "__name__": "hifiber",
@@ -265,22 +234,63 @@ def run_reference(
         order = tuple(spec.mapping.rank_order.get(t, spec.declaration[t]))
         ns[var] = _build_tensor(eng, t, coos[t], tuple(spec.declaration[t]), order, integral)
     for rank, size in shapes.items():
-        ns[shape_var(rank)] = size
+        ns[program.shape_var(rank)] = size
     for s, arr in scalar_values.items():
-        ns[s] = int(arr) if integral else float(arr)
+        ns[program.scalar_var(s)] = int(arr) if integral else float(arr)
     recorder = Recorder(_layout(plans))
     ns["record"] = recorder
 
-    _exec(source, ns, name, spec)
+    _exec(program.source, ns, name, spec)
 
     dtype = np.int64 if integral else np.float64
     outputs = {}
-    for out, var in final_tensor_vars(plans).items():
+    for out, var in program.outputs.items():
         plan = next(p for p in plans if p.output.name == out)
         outputs[out] = _to_dense(
             eng, ns[var], plan.output.rank_order, plan.output.declared, shapes, dtype
         )
-    return ReferenceResult(outputs, name, recorder.stamps(), source, dict(values))
+    return ReferenceResult(outputs, name, recorder.stamps(), program.source, dict(values))
+
+
+def _check_names_given(
+    spec: Spec, inputs: list[str], scalars: list[str], tensors: Mapping[str, Any]
+) -> None:
+    """Every input and scalar given, and nothing else."""
+    wanted = inputs + scalars
+    missing = [t for t in wanted if t not in tensors]
+    if missing:
+        raise MatrixError(
+            f"the reference of {comment(spec.name)} needs {', '.join(missing)} "
+            f"(inputs: {', '.join(wanted)})"
+        )
+    unknown = sorted(set(tensors) - set(wanted), key=str)
+    if unknown:
+        raise MatrixError(
+            f"{comment(', '.join(map(str, unknown)))}: not an input of {comment(spec.name)} "
+            f"(inputs: {', '.join(wanted)})"
+        )
+
+
+def _scalar(name: str, value: Any) -> npt.NDArray[Any]:
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "biuf":
+        raise MatrixError(f"scalar {name}: expected one number, got {comment(repr(value))}")
+    return arr
+
+
+def _rank_shapes(spec: Spec, coos: Mapping[str, _Coo]) -> dict[str, int]:
+    """The size of every rank, which all tensors holding it must agree on."""
+    shapes: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    for t, coo in coos.items():
+        for rank, size in zip(spec.declaration[t], coo.shape, strict=True):
+            if rank in shapes and shapes[rank] != size:
+                raise MatrixError(
+                    f"rank {rank} has size {shapes[rank]} in {owner[rank]} but {size} in {t}"
+                )
+            shapes[rank] = size
+            owner[rank] = t
+    return shapes
 
 
 def _layout(
@@ -297,7 +307,8 @@ def _layout(
 
 
 def _exec(source: str, ns: dict[str, Any], engine: str, spec: Spec) -> None:
-    filename = f"<hifiber {spec.name}>"
+    shown = comment(spec.name)  # a file name may hold anything: one printable line
+    filename = f"<hifiber {shown}>"
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
@@ -318,6 +329,6 @@ def _exec(source: str, ns: dict[str, Any], engine: str, spec: Spec) -> None:
                 "size below them, or a loop order that keeps each rank's splits together)"
             )
         raise TeaalLoopsError(
-            f"the HiFiber program of {spec.name} failed on {engine}{where}: "
-            f"{type(err).__name__}: {err}{hint}"
+            f"the HiFiber program of {shown} failed on {engine}{comment(where)}: "
+            f"{type(err).__name__}: {comment(err)}{hint}"
         ) from err

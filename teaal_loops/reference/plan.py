@@ -15,157 +15,61 @@ we support:
   tensor reaches the flattened coordinates with ``getPayload``/``getPayloadRef``;
 * every tensor is swizzled into loop order; a flattened rank counts, for the leader, at its
   upper loop and, for the others, at its bottom loop.
+
+Every name the program will use (tensors, ranks, index variables, scalars, parameters) is
+checked to be an identifier first (:mod:`teaal_loops.reference.names`), and every size to be a
+positive int or a parameter of the spec.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 
-from teaal_loops.errors import ParameterError, UnsupportedMappingError
+from teaal_loops.errors import ParameterError
+from teaal_loops.reference.names import check_identifier, check_size, comment
+from teaal_loops.reference.plan_model import (
+    SUPPORTED,
+    DynamicSplit,
+    EinsumPlan,
+    Flatten,
+    Size,
+    StaticChain,
+    TensorPlan,
+    Width,
+    refuse,
+)
+from teaal_loops.reference.plan_order import (
+    check_coverage,
+    check_loop_order,
+    rank_formats,
+    slots_in_loop_order,
+)
 from teaal_loops.spec.expressions import expr_accesses
 from teaal_loops.spec.model import (
     Einsum,
     ExprNode,
     Intersect,
     PartitionFn,
+    RankPartitioning,
     ScalarRef,
     Spec,
     TensorAccess,
     Union,
 )
 
-# --------------------------------------------------------------------------------------------
-# Plan objects
-# --------------------------------------------------------------------------------------------
+__all__ = [
+    "SUPPORTED",
+    "DynamicSplit",
+    "EinsumPlan",
+    "Flatten",
+    "StaticChain",
+    "TensorPlan",
+    "Width",
+    "bind_params",
+    "plan_spec",
+]
 
-
-@dataclass(frozen=True)
-class StaticChain:
-    """``R: [uniform_shape(S_n), ...]``: ``produces`` top-down, ``steps[i]`` is the Python
-    expression of the width of ``produces[i]``'s partitions (the bottom rank has width 1)."""
-
-    source: str
-    produces: tuple[str, ...]
-    steps: tuple[str, ...]
-    texts: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class DynamicSplit:
-    """``R: [uniform_occupancy(L.S)]`` or ``MK: [x_merge_path(L.S)]``: two ranks (upper,
-    lower) cut at the leader's positions."""
-
-    source: str
-    produces: tuple[str, str]
-    kind: str
-    size: str
-    leader: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Flatten:
-    """``(M, K): [flatten()]``: the components become one rank named ``name``."""
-
-    components: tuple[str, ...]
-    name: str
-    leader: str
-
-
-@dataclass
-class TensorPlan:
-    """One tensor of an einsum: its stored rank order and its ranks in loop order."""
-
-    name: str
-    rank_order: tuple[str, ...]
-    slots: list[str]  # final, component and dynamic-source ranks, sorted into loop order
-    is_output: bool
-    declared: tuple[str, ...] = ()
-
-
-@dataclass
-class EinsumPlan:
-    einsum: Einsum
-    output: TensorPlan
-    inputs: list[TensorPlan]
-    loop_order: tuple[str, ...]
-    chains: dict[str, StaticChain]
-    dynamic: dict[str, DynamicSplit]  # by source rank
-    flattens: dict[str, Flatten]  # by flattened name
-    space: tuple[tuple[str, str], ...]  # (rank, style)
-    time: tuple[tuple[str, str], ...]
-    index_vars: tuple[str, ...]  # output's indices first, then the expression's new ones
-    reduction: bool
-    scalars: tuple[str, ...]
-    formats: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> rank -> U/C
-
-    # ---- derived lookups --------------------------------------------------------------------
-
-    def tensor(self, name: str) -> TensorPlan:
-        if name == self.output.name:
-            return self.output
-        for t in self.inputs:
-            if t.name == name:
-                return t
-        raise KeyError(name)
-
-    def loop_pos(self, rank: str) -> int:
-        return self.loop_order.index(rank)
-
-    def flatten_of_component(self, rank: str) -> Flatten | None:
-        for f in self.flattens.values():
-            if rank in f.components:
-                return f
-        return None
-
-    def flat_final_ranks(self, flat: Flatten) -> tuple[str, ...]:
-        """The loop ranks a flattened rank finally becomes (top-down)."""
-        dyn = self.dynamic.get(flat.name)
-        return dyn.produces if dyn is not None else (flat.name,)
-
-    def chain_of(self, rank: str) -> tuple[StaticChain, int] | None:
-        for chain in self.chains.values():
-            if rank in chain.produces:
-                return chain, chain.produces.index(rank)
-        return None
-
-    def dynamic_of(self, rank: str) -> DynamicSplit | None:
-        for d in self.dynamic.values():
-            if rank in d.produces:
-                return d
-        return None
-
-    def coord_rank(self, rank: str) -> str:
-        """The name of the loop variable holding the coordinate of original rank ``rank`` in
-        the innermost body: the lowest rank it was split into (coordinates stay absolute)."""
-        chain = self.chains.get(rank)
-        if chain is not None:
-            rank = chain.produces[-1]
-        dyn = self.dynamic.get(rank)
-        if dyn is not None:
-            rank = dyn.produces[-1]
-        return rank
-
-
-# --------------------------------------------------------------------------------------------
-# Building the plan
-# --------------------------------------------------------------------------------------------
-
-SUPPORTED = (
-    "einsums of tensor accesses with plain indices, products (*), sums (+/-) of two tensors, "
-    "take(); partitioning by uniform_shape, top-level nway_shape, one uniform_occupancy per "
-    "rank, flatten() and x_merge_path on a flattened (M, K) rank"
-)
-
-
-def _refuse(einsum: Einsum, message: str, key_path: str | None = None) -> UnsupportedMappingError:
-    return UnsupportedMappingError(
-        f"HiFiber reference: {message}",
-        location=einsum.location,
-        key_path=key_path,
-        expected=f"what the reference supports: {SUPPORTED}",
-    )
+_refuse = refuse
 
 
 def bind_params(spec: Spec, params: Mapping[str, int]) -> dict[str, int]:
@@ -174,6 +78,8 @@ def bind_params(spec: Spec, params: Mapping[str, int]) -> dict[str, int]:
     if spec.extensions is not None:
         values.update(spec.extensions.params)
     values.update(params)
+    for name in spec.parameters:
+        check_identifier(name, "parameter")
     missing = [p for p in spec.parameters if p not in values]
     if missing:
         raise ParameterError(
@@ -183,11 +89,14 @@ def bind_params(spec: Spec, params: Mapping[str, int]) -> dict[str, int]:
     for name in spec.parameters:
         value = values[name]
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ParameterError(f"parameter {name} must be a positive integer, got {value!r}")
+            raise ParameterError(
+                f"parameter {name} must be a positive integer, got {comment(repr(value))}"
+            )
     return {p: values[p] for p in spec.parameters}
 
 
 def plan_spec(spec: Spec) -> list[EinsumPlan]:
+    _check_spec_names(spec)
     outputs = [e.name for e in spec.einsums]
     if len(set(outputs)) != len(outputs):
         dup = next(o for o in outputs if outputs.count(o) > 1)
@@ -198,12 +107,51 @@ def plan_spec(spec: Spec) -> list[EinsumPlan]:
     for einsum in spec.einsums:
         plans.append(_plan_einsum(spec, einsum, produced))
         produced.add(einsum.name)
-    _check_names(spec, plans)
     return plans
 
 
-def _size_expr(fn: PartitionFn) -> str:
-    return str(fn.size)
+# --------------------------------------------------------------------------------------------
+# Names the program will use
+# --------------------------------------------------------------------------------------------
+
+
+def _spec_names(spec: Spec) -> Iterator[tuple[str, object]]:
+    """(what, name) for every name of the spec that the HiFiber program may contain."""
+    for tensor, ranks in spec.declaration.items():
+        yield "tensor", tensor
+        yield from (("rank", r) for r in ranks)
+    for tensor, order in spec.mapping.rank_order.items():
+        yield "tensor", tensor
+        yield from (("rank", r) for r in order)
+    for parts in spec.mapping.partitioning.values():
+        for part in parts:
+            yield from (("rank", r) for r in (*part.ranks, *part.produces))
+            for fn in part.functions:
+                if fn.leader is not None:
+                    yield "tensor", fn.leader
+                if isinstance(fn.size, str):
+                    yield "parameter", fn.size
+    for order in spec.mapping.loop_order.values():
+        yield from (("rank", r) for r in order)
+    for st in spec.mapping.spacetime.values():
+        yield from (("rank", r.rank) for r in (*st.space, *st.time))
+    for e in spec.einsums:
+        for acc in [e.output, *expr_accesses(e.expr)]:
+            yield "tensor", acc.tensor
+            for idx in acc.indices:
+                yield from (("index variable", v) for v in idx.variables)
+        yield from (("scalar", s) for s in _scalars(e.expr))
+    yield from (("parameter", p) for p in spec.parameters)
+
+
+def _check_spec_names(spec: Spec) -> None:
+    for what, name in _spec_names(spec):
+        check_identifier(name, what)
+
+
+# --------------------------------------------------------------------------------------------
+# One einsum
+# --------------------------------------------------------------------------------------------
 
 
 def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
@@ -211,11 +159,44 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
     _check_expr(e, e.expr, top=True)
     accesses = expr_accesses(e.expr)
     scalars = tuple(dict.fromkeys(_scalars(e.expr)))
+    _check_accesses(spec, e, accesses)
+    index_vars, reduction = _index_vars(spec, e, accesses, scalars)
+    ranks = {v.upper() for v in index_vars}
+    chains, dynamic, flat_parts = _partitions(spec, e, accesses)
+    flattens = _flattens(spec, e, accesses, chains, dynamic, flat_parts)
+    _check_partition_combinations(e, ranks, chains, dynamic, flattens)
 
-    # ---- tensors and their ranks -----------------------------------------------------------
     def rank_order(name: str) -> tuple[str, ...]:
         return tuple(spec.mapping.rank_order.get(name, spec.declaration[name]))
 
+    def tensor(name: str, is_output: bool) -> TensorPlan:
+        return TensorPlan(name, rank_order(name), [], is_output, tuple(spec.declaration[name]))
+
+    plan = EinsumPlan(
+        einsum=e,
+        output=tensor(out, True),
+        inputs=[tensor(a.tensor, False) for a in accesses],
+        loop_order=tuple(spec.loop_order_of(out)),
+        chains=chains,
+        dynamic=dynamic,
+        flattens=flattens,
+        space=(),
+        time=(),
+        index_vars=index_vars,
+        reduction=reduction,
+        scalars=scalars,
+    )
+    check_loop_order(plan)
+    for t in [plan.output, *plan.inputs]:
+        t.slots = slots_in_loop_order(plan, t)
+    check_coverage(plan)
+    _set_spacetime(spec, plan)
+    plan.formats = {t.name: rank_formats(spec, t, t.name in produced) for t in plan.inputs}
+    return plan
+
+
+def _check_accesses(spec: Spec, e: Einsum, accesses: list[TensorAccess]) -> None:
+    """Plain indices that name their ranks; every input once, not the output, not rank-0."""
     for acc in [e.output, *accesses]:
         declared = spec.declaration[acc.tensor]
         for idx, rank in zip(acc.indices, declared, strict=True):
@@ -232,14 +213,19 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
             raise _refuse(e, f"{acc.tensor} is indexed twice by one variable (a diagonal)")
     seen: list[str] = []
     for acc in accesses:
-        if acc.tensor == out:
-            raise _refuse(e, f"{out} is read by the einsum that writes it")
+        if acc.tensor == e.name:
+            raise _refuse(e, f"{e.name} is read by the einsum that writes it")
         if acc.tensor in seen:
             raise _refuse(e, f"{acc.tensor} appears twice in one einsum")
         seen.append(acc.tensor)
         if not spec.declaration[acc.tensor]:
             raise _refuse(e, f"{acc.tensor} is a rank-0 tensor input (use a bare scalar name)")
 
+
+def _index_vars(
+    spec: Spec, e: Einsum, accesses: list[TensorAccess], scalars: tuple[str, ...]
+) -> tuple[tuple[str, ...], bool]:
+    """(the output's index variables, then the inputs' new ones; whether it is a reduction)."""
     out_vars = [i.variables[0] for i in e.output.indices]
     in_vars: list[str] = []
     for acc in accesses:
@@ -252,58 +238,88 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
     clash = set(scalars) & (set(in_vars) | set(spec.declaration))
     if clash:
         raise _refuse(e, f"scalar {sorted(clash)[0]} has the name of an index or a tensor")
-    index_vars = tuple(dict.fromkeys(out_vars + in_vars))
     reduction = any(v not in out_vars for v in in_vars)
-    ranks = {v.upper() for v in index_vars}
+    return tuple(dict.fromkeys(out_vars + in_vars)), reduction
 
-    # ---- partitioning ------------------------------------------------------------------------
+
+# ---- partitioning ----------------------------------------------------------------------------
+
+
+def _size(spec: Spec, e: Einsum, fn: PartitionFn, key: str) -> Size:
+    """A partition size: a positive int, or a parameter the program binds."""
+    if isinstance(fn.size, str):
+        if fn.size not in spec.parameters:
+            raise _refuse(e, f"{fn.text}: size {fn.size} is not a parameter of the spec", key)
+        return fn.size
+    return check_size(fn.size, f"the size of {comment(fn.text)}")
+
+
+def _partitions(
+    spec: Spec, e: Einsum, accesses: list[TensorAccess]
+) -> tuple[dict[str, StaticChain], dict[str, DynamicSplit], list[tuple[str, tuple[str, ...]]]]:
+    """The einsum's static chains and dynamic splits by source rank, and its flattens as
+    (flattened name, components)."""
     chains: dict[str, StaticChain] = {}
     dynamic: dict[str, DynamicSplit] = {}
     flat_parts: list[tuple[str, tuple[str, ...]]] = []
-    key = f"mapping.partitioning.{out}"
-    for part in spec.partitioning_of(out):
-        fns = part.functions
-        kinds = [f.kind for f in fns]
+    key = f"mapping.partitioning.{e.name}"
+    for part in spec.partitioning_of(e.name):
+        kinds = [f.kind for f in part.functions]
         if "follow" in kinds:
             raise _refuse(e, f"follow() on {part.name} (TeAAL uses it for index arithmetic)", key)
         if len(part.ranks) > 1:
             if kinds != ["flatten"]:
                 raise _refuse(e, f"{part.name}: a rank tuple takes exactly [flatten()]", key)
             flat_parts.append((part.name, part.ranks))
-            continue
-        src = part.ranks[0]
-        if "flatten" in kinds:
-            raise _refuse(e, f"flatten() on the single rank {src}", key)
-        if all(k in ("uniform_shape", "nway_shape") for k in kinds):
-            for lvl, fn in enumerate(fns):
-                if fn.kind == "nway_shape" and lvl > 0:
-                    raise _refuse(e, f"{src}: nway_shape below another split ({fn.text})", key)
-            steps = [
-                f"STEP_{part.produces[lvl]}" if fn.kind == "nway_shape" else _size_expr(fn)
-                for lvl, fn in enumerate(fns)
-            ]
-            chains[src] = StaticChain(
-                src, tuple(part.produces), tuple(steps), tuple(f.text for f in fns)
-            )
-            continue
-        if len(fns) != 1:
-            raise _refuse(
-                e, f"{src}: {', '.join(f.text for f in fns)} (several levels with occupancy)", key
-            )
-        fn = fns[0]
-        if fn.kind not in ("uniform_occupancy", "x_merge_path"):
-            raise _refuse(e, f"{src}: partitioning function {fn.text}", key)
-        if fn.leader is None or fn.leader not in [a.tensor for a in accesses]:
-            raise _refuse(e, f"{fn.text}: leader {fn.leader} is not an input of {e.text}", key)
-        assert len(part.produces) == 2
-        dynamic[src] = DynamicSplit(
-            src,
-            (part.produces[0], part.produces[1]),
-            fn.kind,
-            _size_expr(fn),
-            fn.leader,
-            fn.text,
+        elif "flatten" in kinds:
+            raise _refuse(e, f"flatten() on the single rank {part.ranks[0]}", key)
+        elif all(k in ("uniform_shape", "nway_shape") for k in kinds):
+            chains[part.ranks[0]] = _static_chain(spec, e, part, key)
+        else:
+            dynamic[part.ranks[0]] = _dynamic_split(spec, e, part, accesses, key)
+    return chains, dynamic, flat_parts
+
+
+def _static_chain(spec: Spec, e: Einsum, part: RankPartitioning, key: str) -> StaticChain:
+    src = part.ranks[0]
+    fns = part.functions
+    for lvl, fn in enumerate(fns):
+        if fn.kind == "nway_shape" and lvl > 0:
+            raise _refuse(e, f"{src}: nway_shape below another split ({fn.text})", key)
+    widths = tuple(Width(_size(spec, e, fn, key), fn.kind == "nway_shape") for fn in fns)
+    return StaticChain(src, tuple(part.produces), widths, tuple(f.text for f in fns))
+
+
+def _dynamic_split(
+    spec: Spec, e: Einsum, part: RankPartitioning, accesses: list[TensorAccess], key: str
+) -> DynamicSplit:
+    src = part.ranks[0]
+    fns = part.functions
+    if len(fns) != 1:
+        raise _refuse(
+            e, f"{src}: {', '.join(f.text for f in fns)} (several levels with occupancy)", key
         )
+    fn = fns[0]
+    if fn.kind not in ("uniform_occupancy", "x_merge_path"):
+        raise _refuse(e, f"{src}: partitioning function {fn.text}", key)
+    if fn.leader is None or fn.leader not in [a.tensor for a in accesses]:
+        raise _refuse(e, f"{fn.text}: leader {fn.leader} is not an input of {e.text}", key)
+    assert len(part.produces) == 2
+    produces = (part.produces[0], part.produces[1])
+    return DynamicSplit(src, produces, fn.kind, _size(spec, e, fn, key), fn.leader, fn.text)
+
+
+def _flattens(
+    spec: Spec,
+    e: Einsum,
+    accesses: list[TensorAccess],
+    chains: dict[str, StaticChain],
+    dynamic: dict[str, DynamicSplit],
+    flat_parts: list[tuple[str, tuple[str, ...]]],
+) -> dict[str, Flatten]:
+    """Each flatten with its leader: the dynamic split's leader, else the first input holding
+    every component."""
+    key = f"mapping.partitioning.{e.name}"
 
     def root_of(rank: str) -> str:
         for c in chains.values():
@@ -311,30 +327,43 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
                 return c.source
         return rank
 
+    def holds_all(tensor: str, comps: tuple[str, ...]) -> bool:
+        return all(root_of(c) in spec.declaration[tensor] for c in comps)
+
     flattens: dict[str, Flatten] = {}
     for name, comps in flat_parts:
         dyn = dynamic.get(name)
         if dyn is not None:
             leader = dyn.leader
         else:
-            holders = [
-                a.tensor
-                for a in accesses
-                if all(root_of(c) in spec.declaration[a.tensor] for c in comps)
-            ]
+            holders = [a.tensor for a in accesses if holds_all(a.tensor, comps)]
             if not holders:
                 raise _refuse(e, f"no input holds all of {', '.join(comps)} to flatten", key)
             leader = holders[0]
-        if not all(root_of(c) in spec.declaration[leader] for c in comps):
+        if not holds_all(leader, comps):
             raise _refuse(
                 e, f"{leader}, the tensor to flatten, does not hold all of {', '.join(comps)}", key
             )
         flattens[name] = Flatten(comps, name, leader)
+    return flattens
 
-    # sources must exist; combinations we support
+
+def _check_partition_combinations(
+    e: Einsum,
+    ranks: set[str],
+    chains: dict[str, StaticChain],
+    dynamic: dict[str, DynamicSplit],
+    flattens: dict[str, Flatten],
+) -> None:
+    """Split sources must exist; refuse the combinations the reference does not support."""
+    key = f"mapping.partitioning.{e.name}"
     finals_of_chains = {r for c in chains.values() for r in c.produces}
     for src, dyn in dynamic.items():
         if src in flattens:
+            if dyn.kind == "x_merge_path" and len(flattens[src].components) != 2:
+                raise _refuse(e, f"{dyn.text}: x_merge_path needs two flattened ranks", key)
+            if dyn.kind == "x_merge_path" and dyn.leader != flattens[src].leader:
+                raise _refuse(e, f"{dyn.text}: the leader must be the flattened tensor", key)
             continue
         if src in chains:
             raise _refuse(e, f"{src} is split both by shape and by occupancy", key)
@@ -342,12 +371,6 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
             raise _refuse(e, f"{dyn.text} splits {src}, which is not a rank of {e.text}", key)
         if dyn.kind == "x_merge_path":
             raise _refuse(e, f"{dyn.text}: x_merge_path needs a flattened (M, K) rank", key)
-    for src, dyn in dynamic.items():
-        if src in flattens and dyn.kind == "x_merge_path":
-            if len(flattens[src].components) != 2:
-                raise _refuse(e, f"{dyn.text}: x_merge_path needs two flattened ranks", key)
-            if dyn.leader != flattens[src].leader:
-                raise _refuse(e, f"{dyn.text}: the leader must be the flattened tensor", key)
     for flat in flattens.values():
         for comp in flat.components:
             if comp in chains or comp in dynamic:
@@ -362,39 +385,24 @@ def _plan_einsum(spec: Spec, e: Einsum, produced: set[str]) -> EinsumPlan:
             if other is not flat and set(other.components) & set(flat.components):
                 raise _refuse(e, "two flattens share a rank", key)
 
-    loop_order = tuple(spec.loop_order_of(out))
-    plan = EinsumPlan(
-        einsum=e,
-        output=TensorPlan(out, rank_order(out), [], True, tuple(spec.declaration[out])),
-        inputs=[
-            TensorPlan(a.tensor, rank_order(a.tensor), [], False, tuple(spec.declaration[a.tensor]))
-            for a in accesses
-        ],
-        loop_order=loop_order,
-        chains=chains,
-        dynamic=dynamic,
-        flattens=flattens,
-        space=(),
-        time=(),
-        index_vars=index_vars,
-        reduction=reduction,
-        scalars=scalars,
-    )
-    _check_loop_order(plan)
-    for t in [plan.output, *plan.inputs]:
-        t.slots = _slots(plan, t)
-    _check_coverage(plan)
-    st = spec.spacetime_of(out)
+
+def _set_spacetime(spec: Spec, plan: EinsumPlan) -> None:
+    """The spec's space and time ranks (no spacetime: every loop rank in time)."""
+    e = plan.einsum
+    st = spec.spacetime_of(e.name)
     if st is None:
-        plan.space, plan.time = (), tuple((r, "pos") for r in loop_order)
-    else:
-        plan.space = tuple((r.rank, r.style) for r in st.space)
-        plan.time = tuple((r.rank, r.style) for r in st.time)
-        for r, _ in plan.space + plan.time:
-            if r not in loop_order:
-                raise _refuse(e, f"spacetime names {r}, which is not a loop rank", key)
-    plan.formats = {t.name: _formats(spec, t, t.name in produced) for t in plan.inputs}
-    return plan
+        plan.space, plan.time = (), tuple((r, "pos") for r in plan.loop_order)
+        return
+    plan.space = tuple((r.rank, r.style) for r in st.space)
+    plan.time = tuple((r.rank, r.style) for r in st.time)
+    for r, _ in plan.space + plan.time:
+        if r not in plan.loop_order:
+            raise _refuse(
+                e, f"spacetime names {r}, which is not a loop rank", f"mapping.spacetime.{e.name}"
+            )
+
+
+# ---- expressions ------------------------------------------------------------------------------
 
 
 def _scalars(node: ExprNode) -> list[str]:
@@ -435,103 +443,3 @@ def _check_expr(e: Einsum, node: ExprNode, top: bool = False) -> None:
         if isinstance(k, Union):
             raise _refuse(e, "a sum inside a product")
         _check_expr(e, k)
-
-
-def _check_loop_order(plan: EinsumPlan) -> None:
-    e = plan.einsum
-    pos = {r: i for i, r in enumerate(plan.loop_order)}
-    groups = [c.produces for c in plan.chains.values()] + [
-        d.produces for d in plan.dynamic.values()
-    ]
-    for group in groups:
-        idx = [pos[r] for r in group if r in pos]
-        if idx != sorted(idx):
-            raise _refuse(
-                e,
-                f"loop order puts {', '.join(group)} out of top-down order",
-                f"mapping.loop-order.{e.name}",
-            )
-
-
-def _root_rank(plan: EinsumPlan, rank: str) -> str:
-    hit = plan.chain_of(rank)
-    return hit[0].source if hit else rank
-
-
-def _slots(plan: EinsumPlan, t: TensorPlan) -> list[str]:
-    """``t``'s ranks in loop order: static chains expanded, a dynamic source kept as one
-    placeholder (the output gets its final ranks at once), flatten components kept apart."""
-    entries: list[tuple[int, int, str]] = []
-    for rank in t.rank_order:
-        expanded: list[str]
-        chain = plan.chains.get(rank)
-        expanded = list(chain.produces) if chain else [rank]
-        for r in expanded:
-            flat = plan.flatten_of_component(r)
-            if flat is not None:
-                finals = plan.flat_final_ranks(flat)
-                lead = not t.is_output and t.name == flat.leader
-                at = plan.loop_pos(finals[0] if lead else finals[-1])
-                entries.append((at, flat.components.index(r), r))
-                continue
-            dyn = plan.dynamic.get(r)
-            if dyn is not None:
-                if t.is_output:
-                    entries.append((plan.loop_pos(dyn.produces[0]), 0, dyn.produces[0]))
-                    entries.append((plan.loop_pos(dyn.produces[1]), 0, dyn.produces[1]))
-                else:
-                    entries.append((plan.loop_pos(dyn.produces[0]), 0, r))
-                continue
-            if r not in plan.loop_order:
-                raise _refuse(plan.einsum, f"rank {r} of {t.name} is in no loop")
-            entries.append((plan.loop_pos(r), 0, r))
-    entries.sort()
-    return [r for _, _, r in entries]
-
-
-def _check_coverage(plan: EinsumPlan) -> None:
-    """Every loop rank must be iterated by some input (the output alone cannot drive it)."""
-    driven: set[str] = set()
-    for t in plan.inputs:
-        for r in t.slots:
-            dyn = plan.dynamic.get(r)
-            flat = plan.flatten_of_component(r)
-            if dyn is not None:
-                driven.update(dyn.produces)
-            elif flat is not None:
-                if t.name == flat.leader:
-                    driven.update(plan.flat_final_ranks(flat))
-            else:
-                driven.add(r)
-    for r in plan.loop_order:
-        if r not in driven:
-            raise _refuse(plan.einsum, f"no input iterates loop rank {r}")
-
-
-def _formats(spec: Spec, t: TensorPlan, intermediate: bool) -> dict[str, str]:
-    """U/C per rank name of ``t``: the spec's format (the one named default, else the first),
-    or the default: for an input, the first rank uncompressed and the others compressed
-    (CSR-like; a vector is dense); for a tensor computed by an earlier einsum, all compressed."""
-    fmts = spec.formats.get(t.name, ())
-    chosen = next((f for f in fmts if f.name == "default"), fmts[0] if fmts else None)
-    out = {r: ("U" if i == 0 and not intermediate else "C") for i, r in enumerate(t.rank_order)}
-    if chosen is not None:
-        for rf in chosen.ranks:
-            out[rf.rank] = rf.format
-    return out
-
-
-def _check_names(spec: Spec, plans: list[EinsumPlan]) -> None:
-    """Generated variable names (``a_k``, ``A_MK``) must not collide."""
-    lower: dict[str, str] = {}
-    for t in spec.declaration:
-        if t.lower() in lower:
-            raise _refuse(
-                plans[0].einsum, f"tensors {lower[t.lower()]} and {t} differ only in case"
-            )
-        lower[t.lower()] = t
-    for p in plans:
-        ranks = set(p.loop_order) | {r for t in [p.output, *p.inputs] for r in t.slots}
-        names = [f"{t.name.lower()}_{r.lower()}" for t in [p.output, *p.inputs] for r in ranks]
-        if len(set(names)) != len(names):
-            raise _refuse(p.einsum, "tensor and rank names whose generated names collide")

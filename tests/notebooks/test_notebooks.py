@@ -101,14 +101,15 @@ def test_notebook_executes_and_all_views_agree(
 
 
 def test_a_disagreement_fails_the_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sabotage the stamp -> thread mapping the reference cell imports: every nonzero is then
-    'owned' by thread 0 on the reference side, and the verdict cell must fail the run."""
+    """Sabotage the stamp -> thread mapping of the owner comparison the reference cell uses:
+    every nonzero is then 'owned' by thread 0 on the reference side, and the verdict cell must
+    fail the run."""
     nb = nbformat.read(NOTEBOOK_DIR / "work_oriented.ipynb", as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if "run_reference(" in c.source)
     nb.cells.insert(
         at,
         nbformat.v4.new_code_cell(
-            "import teaal_loops.lowering as _own\n"
+            "import teaal_loops.reference.ownership as _own\n"
             "_own.thread_of_space_stamp = lambda bound, space: 0\n",
             id="sabotage",
         ),

@@ -34,9 +34,9 @@ def test_thread_mapped_splits_statically_and_merges_back() -> None:
 
 def test_group_mapped_splits_by_occupancy_inside_the_loop_nest() -> None:
     text = text_of("group_mapped", NUM_TILES=8, GRID_SIZE=4, BLOCK_SIZE=32)
-    assert 'A_K = Tensor.fromFiber(rank_ids=["K"], fiber=a_k, name="A")' in text
-    assert "A_K1K0 = A_K.splitEqual(BLOCK_SIZE)" in text
-    assert "B_K1K0 = B_K.splitNonUniform(a_k1)" in text
+    assert 'A_K_fiber = Tensor.fromFiber(rank_ids=["K"], fiber=a_k, name="A")' in text
+    assert "A_K1K0 = A_K_fiber.splitEqual(BLOCK_SIZE)" in text
+    assert "B_K1K0 = B_K_fiber.splitNonUniform(a_k1)" in text
     # the splits happen under the M0 loop, before the K1 loop
     assert (
         text.index("for m0,") < text.index("splitEqual") < text.index("in enumerate(a_k1 & b_k1)")

@@ -1,5 +1,6 @@
-"""Spacetime stamps of the four SpMV schedules, against formulas written from the semantics
-(IR_SEMANTICS.md and fibertree's split rules), independently of the generator."""
+"""Spacetime stamps of the four SpMV schedules, against formulas written from the schedules'
+ownership rules (who owns which row or chunk) and fibertree's split rules, independently of the
+generator."""
 
 from __future__ import annotations
 
