@@ -17,26 +17,18 @@ from teaal_loops.errors import Location, UnsupportedMappingError
 from teaal_loops.ir.einsum import SpmvShape
 from teaal_loops.spec.model import RankPartitioning, SpaceTime, SpaceTimeRank, Spec
 
-SUPPORTED_MAPPINGS = (
-    "supported SpMV mappings: "
-    "thread-mapped (M: [uniform_shape(..)...], space: tile levels, time: [..., K]); "
-    "group-mapped (K: [uniform_occupancy(A.G)], space: [..tile levels.., K0], time: [..., K1]); "
-    "work-oriented ((M, K): [flatten()], MK: [uniform_occupancy(A.W)], space: [MK1], "
-    "time: [MK0]); "
-    "merge-path ((M, K): [flatten()], MK: [x_merge_path(A.I)], space: [MK1], time: [MK0])"
-)
-
 
 def unsupported(
     spec: Spec, message: str, *, key_path: str | None = None
 ) -> UnsupportedMappingError:
-    """The refusal of a mapping the generator cannot honour (never approximated)."""
+    """The refusal of a mapping the generator cannot honour (never approximated); lowering
+    adds the list of the mappings the registered schedules support."""
     locate = getattr(spec, "location_of", None)  # TODO(merge): Spec.location_of from spec
     location = locate(key_path) if key_path and locate else None
     if location is None and spec.source:
         location = Location(spec.source)
     return UnsupportedMappingError(
-        f"{message}; {SUPPORTED_MAPPINGS}", location=location, key_path=key_path
+        message, location=location, key_path=key_path
     )
 
 

@@ -113,7 +113,8 @@ def check_padding(
             f"the {name} layout of this {csr.shape[0]}x{csr.shape[1]} matrix ({csr.nnz} nonzeros) "
             f"would take {human_bytes(padded_bytes)}, {padded_bytes / reference:.1f}x its CSR "
             f"storage ({human_bytes(reference)}); the limit is {limit:g}x (SKIP_TOO_LARGE). "
-            "Use csr, or pass padding_limit=None (--padding-limit none) to build it anyway"
+            "Use csr, or build it yourself with teaal_loops.layouts.convert(A, name, "
+            "padding_limit=None) and pass that to the kernel"
         )
 
 

@@ -8,6 +8,7 @@ loaded the first time an unknown layout name is asked for, so the command line f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ from teaal_loops.types import KernelParam
 
 ENTRY_POINT_GROUP = "teaal_loops.layouts"
 _CTYPES = ("index_t", "offset_t", "value_t", "int")
-# Kernel arguments the schedules and the vectors own: a layout may not take these names.
+# Kernel arguments the schedules and the vectors own (and the row-tiled schedules' S<j>, E<j>):
+# a layout may not take these names.
 RESERVED_ARGUMENTS = frozenset(
     {"x", "y", "owner", "workers", "work_per_thread", "items_per_thread"}
 )
@@ -244,7 +246,9 @@ def _check_params(key: str, params: Sequence[KernelParam], kinds: frozenset[str]
     names = [getattr(p, "name", None) for p in params]
     if len(set(names)) != len(names):
         raise LayoutError(f"layout {key}: kernel argument names repeat: {names}")
-    clash = sorted(set(n for n in names if n) & RESERVED_ARGUMENTS)
+    clash = sorted(
+        n for n in names if n and (n in RESERVED_ARGUMENTS or re.fullmatch(r"[SE]\d+", n))
+    )
     if clash:
         raise LayoutError(f"layout {key}: kernel argument names {clash} are taken by schedules")
     for p in params:

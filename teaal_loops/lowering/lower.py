@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from teaal_loops.errors import LayoutError, ParameterError
+from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
 from teaal_loops.ir.model import Schedule
@@ -47,11 +47,14 @@ def lower(
     threads = threads or DEFAULT_BLOCK_THREADS
     if threads <= 0 or threads > 1024 or threads % 32:
         raise ParameterError(f"block_threads must be a multiple of 32 in [32, 1024], got {threads}")
-    _refuse_stray_partitions(ctx)
-    definition = next((d for d in definitions() if d.claims(ctx)), None)
-    if definition is None:
-        raise ctx.refuse("the mapping matches no schedule", key_path=ctx.key("partitioning"))
-    lowered = definition.lower(ctx)
+    try:
+        _refuse_stray_partitions(ctx)
+        definition = next((d for d in definitions() if d.claims(ctx)), None)
+        if definition is None:
+            raise ctx.refuse("the mapping matches no schedule", key_path=ctx.key("partitioning"))
+        lowered = definition.lower(ctx)
+    except UnsupportedMappingError as err:
+        raise _with_supported(err) from None
     kind = definition.kind
     if ext and ext.schedule and ext.schedule not in ("auto", kind):
         raise unsupported(
@@ -91,6 +94,16 @@ def lower(
         group_size=lowered.group_size,
         work_per_thread=lowered.work_per_thread,
         block_threads=threads,
+    )
+
+
+def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:
+    """The refusal, followed by the mappings the registered schedules recognise."""
+    supported = "; ".join(d.mapping_text for d in definitions())
+    return UnsupportedMappingError(
+        f"{err.message}; supported SpMV mappings: {supported}",
+        location=err.location,
+        key_path=getattr(err, "key_path", None),
     )
 
 

@@ -61,7 +61,7 @@ def schedule_arguments(bound: BoundSchedule) -> dict[str, int]:
 
 
 class Kernel:
-    """An SpMV kernel generated from one schedule (see :func:`teaal_loops.runtime.compile`)."""
+    """An SpMV kernel generated from one schedule (see :func:`teaal_loops.pipeline.compile`)."""
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ class ScheduleDefinition:
     kind: ClassVar[str]  # "thread_mapped": the name specs, flags and file names use
     template: ClassVar[str]  # path under templates/
     kernel_name: ClassVar[str]  # the extern "C" symbol
+    mapping_text: ClassVar[str]  # the spec mapping it recognises, for refusals
     worker_word: ClassVar[str]  # what one space slot is, for explain ("thread", "group", ...)
     combine_text: ClassVar[str]  # how partial results reach y, for explain
     # Schedules whose workers own fixed shares of atoms rather than whole tiles.

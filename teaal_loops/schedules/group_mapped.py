@@ -30,6 +30,9 @@ class GroupMapped(RowTiledSchedule):
     kind = "group_mapped"
     template = "schedules/group_mapped.cu.j2"
     kernel_name = "teaal_spmv_group_mapped"
+    mapping_text = (
+        "group-mapped (K: [uniform_occupancy(A.G)], space: [..tile levels.., K0], time: [..., K1])"
+    )
     worker_word = "group"
     combine_text = "the group's lanes reduce their partial sums, one lane stores the row"
 

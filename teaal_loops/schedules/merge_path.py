@@ -28,6 +28,9 @@ class MergePath(FlatSchedule):
     kind = "merge_path"
     template = "schedules/merge_path.cu.j2"
     kernel_name = "teaal_spmv_merge_path"
+    mapping_text = (
+        "merge-path ((M, K): [flatten()], MK: [x_merge_path(A.I)], space: [MK1], time: [MK0])"
+    )
     worker_word = "thread (one chunk of merge items each)"
     split_function = "x_merge_path"
     unit = "merge items (rows + nonzeros)"

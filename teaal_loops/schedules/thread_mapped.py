@@ -22,6 +22,7 @@ class ThreadMapped(RowTiledSchedule):
     kind = "thread_mapped"
     template = "schedules/thread_mapped.cu.j2"
     kernel_name = "teaal_spmv_thread_mapped"
+    mapping_text = "thread-mapped (M: [uniform_shape(..)...], space: tile levels, time: [..., K])"
     worker_word = "thread"
     combine_text = "plain store: every row has one owning thread"
 

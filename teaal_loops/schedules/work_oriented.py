@@ -21,6 +21,9 @@ class WorkOriented(FlatSchedule):
     kind = "work_oriented"
     template = "schedules/work_oriented.cu.j2"
     kernel_name = "teaal_spmv_work_oriented"
+    mapping_text = (
+        "work-oriented ((M, K): [flatten()], MK: [uniform_occupancy(A.W)], space: [MK1], time: [MK0])"
+    )
     worker_word = "thread (one chunk of nonzeros each)"
     split_function = "uniform_occupancy"
     unit = "nonzeros"
