@@ -22,7 +22,8 @@ class WorkOriented(FlatSchedule):
     template = "schedules/work_oriented.cu.j2"
     kernel_name = "teaal_spmv_work_oriented"
     mapping_text = (
-        "work-oriented ((M, K): [flatten()], MK: [uniform_occupancy(A.W)], space: [MK1], time: [MK0])"
+        "work-oriented ((M, K): [flatten()], MK: [uniform_occupancy(A.W)], space: [MK1], "
+        "time: [MK0])"
     )
     worker_word = "thread (one chunk of nonzeros each)"
     split_function = "uniform_occupancy"
