@@ -39,6 +39,7 @@ from teaal_loops.spec.model import (
 Locate = Callable[[int], Location]
 
 _PUNCT = set("[](),=+*-")
+MAX_INT_DIGITS = 18  # coefficients and take() indices: int64 with room to spare
 
 # Characters people paste from papers and slides, with what they probably meant.
 _LOOKALIKES = {
@@ -73,13 +74,22 @@ def describe_char(ch: str) -> str:
 
 def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
     tokens: list[Token] = []
-    i = 0
-    n = len(text)
+    # Leading and trailing white space (a block scalar ends with a newline) is not part of the
+    # einsum; inside it, a line break is an error: the text lands in generated comments.
+    i = len(text) - len(text.lstrip())
+    n = len(text.rstrip())
     while i < n:
         ch = text[i]
-        if ch in " \t\r\n":  # newlines too: a folded YAML scalar may end with one
+        if ch in " \t":
             i += 1
             continue
+        if ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+            raise SpecError(
+                f"line break inside einsum {text.strip()!r}",
+                location=locate(i),
+                key_path=key_path,
+                expected="the whole einsum on one line",
+            )
         if ch.isascii() and (ch.isalpha() or ch == "_"):
             j = i + 1
             while j < n and text[j].isascii() and (text[j].isalnum() or text[j] == "_"):
@@ -99,6 +109,13 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
                     key_path=key_path,
                     expected="an integer",
                 )
+            if j - i > MAX_INT_DIGITS:
+                raise SpecError(
+                    f"integer {text[i : i + 8]}... ({j - i} digits) in an einsum is too large",
+                    location=locate(i),
+                    key_path=key_path,
+                    expected=f"at most {MAX_INT_DIGITS} digits",
+                )
             tokens.append(Token("INT", text[i:j], i))
             i = j
             continue
@@ -117,7 +134,7 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
             key_path=key_path,
             expected="names, integers and the operators = + * , [ ] take(...)",
         )
-    tokens.append(Token("EOF", "", n))
+    tokens.append(Token("EOF", "", len(text)))
     return tokens
 
 

@@ -22,21 +22,26 @@ from teaal_loops.errors import Location, SpecError
 Scalar = str | int | float | bool | None
 
 # ---- YAML 1.2 core schema for plain (unquoted, untagged) scalars -----------------------------
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL_TRUE = re.compile(r"^(?:true|True|TRUE)$")
-_BOOL_FALSE = re.compile(r"^(?:false|False|FALSE)$")
-_INT_DEC = re.compile(r"^[-+]?[0-9]+$")
-_INT_OCT = re.compile(r"^0o[0-7]+$")
-_INT_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
-_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
-_INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
-_NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)\Z")
+_BOOL_TRUE = re.compile(r"^(?:true|True|TRUE)\Z")
+_BOOL_FALSE = re.compile(r"^(?:false|False|FALSE)\Z")
+_INT_DEC = re.compile(r"^[-+]?[0-9]+\Z")
+_INT_OCT = re.compile(r"^0o[0-7]+\Z")
+_INT_HEX = re.compile(r"^0x[0-9a-fA-F]+\Z")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+_INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)\Z")
+_NAN = re.compile(r"^\.(?:nan|NaN|NAN)\Z")
 
 _TAG = "tag:yaml.org,2002:"
 _PROPERTIES = re.compile(r"^(?:[&!]\S*\s+)+")
 _MAX_DEPTH = 200
 # Aliases can make a small file expand exponentially ("billion laughs"); refuse beyond this.
 _MAX_EXPANDED_NODES = 200_000
+# No spec value needs a longer integer; Python refuses to convert decimal strings beyond 4,300
+# digits, and every integer field has its own, much smaller, bound on top of this one.
+MAX_INT_DIGITS = 40
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,11 @@ class _Converter:
                 )
             name = str(key_node.value)
             key_loc = self.loc(key_node)
+            if _CONTROL.search(name):
+                raise SpecError(
+                    f"the key {name!r} contains a control character or line break",
+                    location=key_loc,
+                )
             if name in seen:
                 first = seen[name]
                 raise SpecError(
@@ -271,6 +281,8 @@ class _Converter:
             value = self.tagged(node, text)
         elif node.style is None:
             value = self.core_schema(text)  # plain scalar: typed by the 1.2 core schema
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = self.bounded(value, text, node)
         else:
             value = text  # quoted and block scalars are strings
         start, end = node.start_mark.index, node.end_mark.index
@@ -281,7 +293,8 @@ class _Converter:
     def explicit_tag(self, node: Node) -> bool:
         """True when the node was written with an explicit ``!tag`` (the resolver's implicit
         tags are ignored: we type plain scalars ourselves)."""
-        raw = self.text[node.start_mark.index : node.end_mark.index]
+        start = node.start_mark.index  # a bounded slice: this runs for every node
+        raw = self.text[start : min(node.end_mark.index, start + 4096)]
         raw = re.sub(r"^&\S+\s*", "", raw)  # an anchor may precede the tag
         return raw.startswith("!")
 
@@ -294,8 +307,10 @@ class _Converter:
         if kind == "bool" and text.lower() in ("true", "false"):
             return text.lower() == "true"
         if kind == "int":
+            if len(text) > 4 * MAX_INT_DIGITS:  # even in binary, too many digits
+                return self.bounded(_INT_LIMIT, text, node)
             try:
-                return int(text, 0)
+                return self.bounded(int(text, 0), text, node)
             except ValueError:
                 pass
         if kind == "float":
@@ -307,6 +322,15 @@ class _Converter:
             raise SpecError(f"{text!r} is not a valid {kind}", location=self.loc(node))
         raise SpecError(f"unsupported YAML tag {node.tag!r}", location=self.loc(node))
 
+    def bounded(self, value: int, text: str, node: ScalarNode) -> int:
+        if -_INT_LIMIT < value < _INT_LIMIT:
+            return value
+        shown = text if len(text) <= 24 else f"{text[:12]}...{text[-8:]}"
+        raise SpecError(
+            f"the integer {shown} is too large (at most {MAX_INT_DIGITS} digits)",
+            location=self.loc(node),
+        )
+
     @staticmethod
     def core_schema(text: str) -> Scalar:
         if _NULL.match(text):
@@ -316,9 +340,12 @@ class _Converter:
         if _BOOL_FALSE.match(text):
             return False
         if _INT_DEC.match(text):
+            digits = text.lstrip("+-").lstrip("0")
+            if len(digits) > MAX_INT_DIGITS:  # int() would be slow, or refuse past 4,300
+                return _INT_LIMIT
             return int(text)
         if _INT_OCT.match(text):
-            return int(text[2:], 8)
+            return int(text[2:], 8)  # power-of-two bases convert in linear time
         if _INT_HEX.match(text):
             return int(text[2:], 16)
         if _FLOAT.match(text):
