@@ -142,7 +142,8 @@ class SpecError(TeaalLoopsError):
         self.expected = expected
         full = message
         if key_path:
-            full = f"{key_path}: {full}"
+            shown = key_path if len(key_path) <= 200 else f"{key_path[:120]}...{key_path[-40:]}"
+            full = f"{shown}: {full}"
         if expected:
             full = f"{full} (expected {expected})"
         super().__init__(full, location=location, key_path=key_path)

@@ -25,6 +25,7 @@ from teaal_loops.spec.ranks import (
     is_static,
     split_names,
 )
+from teaal_loops.spec.yaml_positions import quote
 
 Functions = tuple[PartitionFn, ...]
 
@@ -175,7 +176,7 @@ def _check_leaders(scope: _Scope, p: RankPartitioning) -> None:
     for f in p.functions:
         if f.kind in ("uniform_occupancy", "x_merge_path") and f.leader not in scope.tensors:
             fail(
-                f"{f.text}: the leader {f.leader} is not a tensor of {scope.einsum.text!r}"
+                f"{f.text}: the leader {f.leader} is not a tensor of {quote(scope.einsum.text)}"
                 f"{hint(f.leader or '', scope.tensors)}",
                 f.location,
                 scope.path_of(p),
@@ -288,7 +289,7 @@ def _check_key_ranks(
     for r in p.ranks:
         if r not in scope.original and r not in produced:
             fail(
-                f"rank {r} is not a rank of {scope.einsum.text!r}"
+                f"rank {r} is not a rank of {quote(scope.einsum.text)}"
                 f"{hint(r, [*scope.original, *produced])}",
                 p.location,
                 path,

@@ -17,7 +17,7 @@ from teaal_loops.errors import Location, SpecError
 from teaal_loops.spec.expressions import describe_char
 from teaal_loops.spec.key_paths import item, join
 from teaal_loops.spec.model import Warning_
-from teaal_loops.spec.yaml_positions import YEntry, YMap, YNode, YScalar, YSeq, describe
+from teaal_loops.spec.yaml_positions import YEntry, YMap, YNode, YScalar, YSeq, describe, quote
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # An identifier: ASCII letters, digits and underscores, not starting with a digit. Every
@@ -149,14 +149,15 @@ class Context:
     ) -> str:
         s, text = self.want_text(node, path, what, where)
         if not is_name(text):
-            self.fail(f"{text!r} is not a name", s, path, what)
+            self.fail(f"{quote(text)} is not a name", s, path, what)
         return text
 
     def key_name(self, entry: YEntry, path: str, what: str) -> str:
         """A mapping key that names a tensor, rank or parameter: it must be an identifier."""
         if not is_name(entry.key):
             self.fail(
-                f"{entry.key!r} is not a name (letters, digits and _, not starting with a digit)",
+                f"{quote(entry.key)} is not a name "
+                "(letters, digits and _, not starting with a digit)",
                 entry,
                 path,
                 expected=what,
@@ -205,4 +206,5 @@ class Context:
             hint = (
                 f"; did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(known)})"
             )
-            self.warn(f"unknown key {entry.key!r} is ignored{hint}", entry, join(path, entry.key))
+            message = f"unknown key {quote(entry.key)} is ignored{hint}"
+            self.warn(message, entry, join(path, entry.key))

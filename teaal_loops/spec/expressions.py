@@ -35,6 +35,7 @@ from teaal_loops.spec.model import (
     TensorAccess,
     Union,
 )
+from teaal_loops.spec.yaml_positions import quote
 
 Locate = Callable[[int], Location]
 
@@ -85,7 +86,7 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
             continue
         if ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
             raise SpecError(
-                f"line break inside einsum {text.strip()!r}",
+                f"line break inside einsum {quote(text.strip())}",
                 location=locate(i),
                 key_path=key_path,
                 expected="the whole einsum on one line",
@@ -129,7 +130,7 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
         elif ch in "()":
             hint = ""
         raise SpecError(
-            f"unexpected character {describe_char(ch)} in einsum {text.strip()!r}{hint}",
+            f"unexpected character {describe_char(ch)} in einsum {quote(text.strip())}{hint}",
             location=locate(i),
             key_path=key_path,
             expected="names, integers and the operators = + * , [ ] take(...)",
@@ -165,7 +166,7 @@ class _Parser:
     ) -> SpecError:
         t = token or self.tok
         return SpecError(
-            f"{message} in einsum {self.text.strip()!r}",
+            f"{message} in einsum {quote(self.text.strip())}",
             location=self.locate(t.offset),
             key_path=self.key_path,
             expected=expected,

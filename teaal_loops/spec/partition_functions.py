@@ -13,7 +13,7 @@ from typing import Literal, NoReturn, cast
 from teaal_loops.spec.context import MAX_INT_VALUE, Context, is_name, is_null, suggest
 from teaal_loops.spec.key_paths import item
 from teaal_loops.spec.model import PartitionFn, RankPartitioning
-from teaal_loops.spec.yaml_positions import YEntry, YNode, YScalar
+from teaal_loops.spec.yaml_positions import YEntry, YNode, YScalar, quote
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _RANKS_RE = re.compile(rf"\(\s*({_NAME})((?:\s*,\s*{_NAME})+)\s*\)")
@@ -49,7 +49,7 @@ def parse_partitioning(entry: YEntry, ctx: Context) -> list[RankPartitioning]:
         ranks = _parse_rank_key(r, ctx, path)
         if ranks in seen:
             ctx.fail(
-                f"{r.key!r} names the same ranks as {seen[ranks].key!r} "
+                f"{quote(r.key)} names the same ranks as {quote(seen[ranks].key)} "
                 f"(line {seen[ranks].key_location.line})",
                 r,
                 path,
@@ -75,10 +75,10 @@ def _parse_rank_key(entry: YEntry, ctx: Context, path: str) -> tuple[str, ...]:
     if m:
         names = (m.group(1), *(n.strip() for n in m.group(2).split(",")[1:]))
         if len(set(names)) != len(names):
-            ctx.fail(f"{entry.key!r} repeats a rank", entry, path, "distinct ranks")
+            ctx.fail(f"{quote(entry.key)} repeats a rank", entry, path, "distinct ranks")
         return tuple(names)
     ctx.fail(
-        f"{entry.key!r} is not a rank or a tuple of ranks",
+        f"{quote(entry.key)} is not a rank or a tuple of ranks",
         entry,
         path,
         expected="a rank name (M) or a parenthesized tuple of two or more ranks ((M, K))",
@@ -90,7 +90,7 @@ def _parse_partition_fn(node: YNode, ctx: Context, path: str) -> PartitionFn:
     s, text = ctx.want_text(node, path, what)
     m = _FN_RE.fullmatch(text)
     if not m:
-        ctx.fail(f"{text!r} is not a partitioning function", s, path, what)
+        ctx.fail(f"{quote(text)} is not a partitioning function", s, path, what)
     name, arg = m.group(1), m.group(2).strip()
     if name not in PARTITION_SIGNATURES:
         close = suggest(name, PARTITION_SIGNATURES, cutoff=0.5) or suggest(
@@ -108,7 +108,7 @@ def _function(kind: _Kind, arg: str, text: str, s: YScalar, ctx: Context, path: 
     """The function ``kind`` applied to ``arg`` (the text between the parentheses)."""
 
     def bad(why: str) -> NoReturn:
-        ctx.fail(f"{text!r}: {why}", s, path, expected=PARTITION_SIGNATURES[kind])
+        ctx.fail(f"{quote(text)}: {why}", s, path, expected=PARTITION_SIGNATURES[kind])
 
     def size_of(token: str) -> int | str:
         if not token.isdigit():

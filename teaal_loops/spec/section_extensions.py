@@ -14,7 +14,7 @@ from types import MappingProxyType
 from teaal_loops.errors import TeaalLoopsError
 from teaal_loops.spec.context import MAX_INT_VALUE, Context
 from teaal_loops.spec.model import Extensions
-from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe
+from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe, quote
 
 EXTENSION_SECTION = "x-teaal-loops"
 EXTENSION_KEYS = ("schedule", "layout", "block_threads", "params")
@@ -56,7 +56,7 @@ def _layout(e: YEntry | None, ctx: Context) -> str | None:
     path = f"{EXTENSION_SECTION}.layout"
     s, text = ctx.want_text(e.value, path, "a layout name such as csr or bcsr:4x4", e)
     if not _LAYOUT_RE.fullmatch(text):
-        ctx.fail(f"{text!r} is not a layout name", s, path, "NAME or NAME:OPTION, e.g. bcsr:4x4")
+        ctx.fail(f"{quote(text)} is not a layout name", s, path, "NAME or NAME:OPTION (bcsr:4x4)")
     problem = _layout_problem(text)
     if problem:
         ctx.fail(problem, s, path)

@@ -7,7 +7,7 @@ from typing import Literal, cast
 from teaal_loops.spec.context import Context, suggest
 from teaal_loops.spec.draft import Draft
 from teaal_loops.spec.model import RankFormat, TensorFormat
-from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe
+from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe, quote
 
 RANK_FORMAT_KEYS = ("format", "layout", "cbits", "pbits")
 LAYOUTS = ("contiguous", "interleaved")
@@ -51,7 +51,8 @@ def _parse_tensor_format(tensor: str, entry: YEntry, ctx: Context, path: str) ->
             close = suggest(r.key, order)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             ctx.warn(
-                f"{r.key!r} is not in this format's rank-order {list(order)} and is ignored{hint}",
+                f"{quote(r.key)} is not in this format's rank-order {list(order)} and is "
+                f"ignored{hint}",
                 r,
                 rpath,
             )

@@ -14,7 +14,7 @@ from typing import cast
 from teaal_loops.spec.context import Context, is_null
 from teaal_loops.spec.draft import Draft
 from teaal_loops.spec.key_paths import item
-from teaal_loops.spec.yaml_positions import YEntry, YMap, YNode, to_plain
+from teaal_loops.spec.yaml_positions import YEntry, YMap, YNode, quote, to_plain
 
 LEVEL_KEYS = ("name", "attributes", "local", "subtree")
 _LEVEL_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*0\s*\.\.\s*([0-9]+)\s*\])?\s*")
@@ -52,7 +52,7 @@ def _level(node: YNode, lpath: str, ctx: Context) -> list[tuple[YNode, str]]:
         ctx.fail("unnamed level", level, f"{lpath}.name", "name: NAME or NAME[0..N]")
     ns, text = ctx.want_text(name.value, f"{lpath}.name", "NAME or NAME[0..N]", name)
     if not _LEVEL_RE.fullmatch(text):
-        ctx.fail(f"{text!r} is not a level name", ns, f"{lpath}.name", "NAME or NAME[0..N]")
+        ctx.fail(f"{quote(text)} is not a level name", ns, f"{lpath}.name", "NAME or NAME[0..N]")
     if (a := level.get("attributes")) is not None:
         ctx.opt_map(a.value, f"{lpath}.attributes", "a mapping of attributes", a)
     if (loc := level.get("local")) is not None and not is_null(loc.value):

@@ -14,7 +14,7 @@ from teaal_loops.spec.draft import Draft
 from teaal_loops.spec.key_paths import item
 from teaal_loops.spec.model import SpaceTime, SpaceTimeRank
 from teaal_loops.spec.partition_functions import parse_partitioning
-from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe
+from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe, quote
 
 MAPPING_KEYS = ("rank-order", "partitioning", "loop-order", "spacetime")
 SPACETIME_KEYS = ("space", "time", "opt")
@@ -83,9 +83,8 @@ def _parse_spacetime(entry: YEntry, ctx: Context) -> SpaceTime:
             s, text = ctx.want_text(node, path, "a rank name, optionally suffixed .pos or .coord")
             sm = _SPACETIME_RE.fullmatch(text)
             if not sm:
-                ctx.fail(
-                    f"{text!r} is not a spacetime rank", s, path, "RANK, RANK.pos or RANK.coord"
-                )
+                what = "RANK, RANK.pos or RANK.coord"
+                ctx.fail(f"{quote(text)} is not a spacetime rank", s, path, what)
             style = cast(Literal["pos", "coord"], sm.group(2) or "pos")
             ranks.append(SpaceTimeRank(sm.group(1), style))
         lists[stamp] = tuple(ranks)

@@ -20,6 +20,7 @@ from teaal_loops.spec.expressions import expr_accesses, expr_to_str
 from teaal_loops.spec.key_paths import item
 from teaal_loops.spec.model import Einsum, Mapping_, RankPartitioning, Spec, TensorAccess
 from teaal_loops.spec.ranks import term_rank_sets
+from teaal_loops.spec.yaml_positions import quote
 
 Partitioning = dict[str, tuple[RankPartitioning, ...]]
 
@@ -136,7 +137,8 @@ def _check_einsum(draft: Draft, einsum: Einsum, path: str) -> None:
         if set(ranks) != first:
             where = expr_accesses(term)
             fail(
-                f"malformed einsum {einsum.text!r}: every term must iterate over the same ranks "
+                f"malformed einsum {quote(einsum.text)}: every term must iterate over the same "
+                "ranks "
                 f"(first term: {names(terms[0][1])}; {expr_to_str(term)}: {names(ranks)})",
                 where[0].location if where else einsum.location,
                 path,
@@ -157,7 +159,7 @@ def _check_access(
         )
     if name in seen:
         fail(
-            f"tensor {name} appears twice in {einsum.text!r} (TeAAL allows each tensor once "
+            f"tensor {name} appears twice in {quote(einsum.text)} (TeAAL allows each tensor once "
             "per einsum)",
             access.location,
             path,

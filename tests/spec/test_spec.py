@@ -570,7 +570,12 @@ MAPPED = DECL + "Z[m] = A[m, k] * B[k]\nmapping:\n"
             6,
         ),
         ("  rank-order: {Q: [M]}\n", "Q is not a declared tensor", "mapping.rank-order.Q", 6),
-        ("  loop-order: {Z: [M, K, N]}\n", "N is not a final rank of Z", "mapping.loop-order.Z[2]", 6),
+        (
+            "  loop-order: {Z: [M, K, N]}\n",
+            "N is not a final rank of Z",
+            "mapping.loop-order.Z[2]",
+            6,
+        ),
         ("  loop-order: {Z: [M]}\n", "leaves out K", "mapping.loop-order.Z", 6),
         (
             "  loop-order: {Y: [M, K]}\n",
