@@ -58,9 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except TeaalLoopsError as err:
-        # An error raised with a spec key path but no line gets the position now, from the
-        # spec a command attached with ``spec_errors(spec)`` (see teaal_loops.errors).
-        print(str(err.located()), file=sys.stderr)
+        print(str(_located(err, args)), file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:  # `teaal-loops ... | head` closed our output: not an error
         _silence_stdout()
@@ -70,6 +68,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def _located(err: TeaalLoopsError, args: argparse.Namespace) -> TeaalLoopsError:
+    """Give an error that names a spec value (``key_path``) but no line the value's position:
+    from the spec a command attached (``with spec_errors(spec):``, see teaal_loops.errors),
+    else, as a fallback, from the one spec file the command line names."""
+    err.located()
+    if not err.key_path or err.locator is not None:
+        return err
+    if err.location is not None and err.location.line is not None:
+        return err
+    path = _single_spec_path(args)
+    if path is None or (err.location is not None and err.location.file not in (None, path)):
+        return err
+    from teaal_loops.spec import load_spec
+
+    try:
+        err.located(load_spec(path))
+    except TeaalLoopsError:
+        pass  # the spec no longer loads: keep the error as it is
+    return err
+
+
+def _single_spec_path(args: argparse.Namespace) -> str | None:
+    spec = getattr(args, "spec", None)
+    specs = getattr(args, "specs", None)
+    if spec is None and isinstance(specs, list) and len(specs) == 1:
+        spec = specs[0]
+    return spec if isinstance(spec, str) and os.path.isfile(spec) else None
 
 
 _OS_REASONS = {

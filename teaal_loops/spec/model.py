@@ -7,6 +7,7 @@ after validation. Every node that came from the file keeps its :class:`Location`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -272,11 +273,11 @@ class Spec:
 
     @property
     def name(self) -> str:
-        import os
-
+        """The file's name without folder and extension, control characters and line breaks
+        escaped (``a\\nb``): it lands in generated comments, which a newline would end."""
         if self.source is None:
             return "<string>"
-        return os.path.splitext(os.path.basename(self.source))[0]
+        return printable(os.path.splitext(os.path.basename(self.source))[0])
 
     def einsum(self, output: str) -> Einsum:
         for e in self.einsums:

@@ -108,6 +108,12 @@ def test_a_key_with_a_line_break_is_refused_at_the_key() -> None:
     assert at(err) == (4, 5)
 
 
+def test_a_file_name_with_a_newline_cannot_start_a_line_of_generated_code() -> None:
+    spec = load_spec_string(SPMV, source="dir/a\nimport os; os.system('x')\r.yaml")
+    assert spec.name == "a\\nimport os; os.system('x')\\r"
+    assert "\n" not in spec.name and "\r" not in spec.name
+
+
 # ---- names --------------------------------------------------------------------------------
 
 

@@ -156,3 +156,13 @@ def test_main_locates_errors_from_the_spec_a_command_attached(
     monkeypatch.setattr(cli, "_command_modules", lambda: [fake])
     assert cli.main(["fake"]) == 2
     assert capsys.readouterr().err == "loc.yaml:16:18: error: too many threads\n"
+
+
+def test_main_falls_back_to_the_spec_file_the_command_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "lanes_first.yaml"
+    path.write_text(TEXT.replace("space: [M0, K0]", "space: [K0, M0]"), encoding="utf-8")
+    assert cli.main(["explain", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:13:"), err
