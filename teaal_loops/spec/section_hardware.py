@@ -80,6 +80,7 @@ def parse_bindings(entry: YEntry, ctx: Context, draft: Draft) -> Mapping[str, ob
     m = ctx.want_map(entry.value, "bindings", "a mapping einsum output -> list of bindings", entry)
     for e in m.entries:
         path = f"bindings.{e.key}"
+        ctx.key_name(e, path, "an einsum output")
         draft.bindings_loc[e.key] = e
         seq = ctx.want_list(
             e.value, path, "a list of bindings (a config/prefix entry and components)", e
