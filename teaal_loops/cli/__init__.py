@@ -11,14 +11,16 @@ User errors (:class:`~teaal_loops.errors.TeaalLoopsError`) are printed as one li
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from teaal_loops import __version__
-from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.errors import TeaalLoopsError, printable
 
 EXIT_USER_ERROR = 2
 
@@ -56,19 +58,74 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except TeaalLoopsError as err:
-        print(str(err), file=sys.stderr)
+        print(str(_located(err, args)), file=sys.stderr)
         return EXIT_USER_ERROR
-    except FileNotFoundError as err:
-        print(f"{err.filename}: error: no such file", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except IsADirectoryError as err:
-        print(f"{err.filename}: error: is a directory, expected a file", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except PermissionError as err:
-        print(f"{err.filename}: error: permission denied", file=sys.stderr)
+    except BrokenPipeError:  # `teaal-loops ... | head` closed our output: not an error
+        _silence_stdout()
+        return 0
+    except OSError as err:  # a file we were asked to read or write cannot be
+        print(_os_error_line(err), file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def _located(err: TeaalLoopsError, args: argparse.Namespace) -> TeaalLoopsError:
+    """Give an error that names a spec value (``key_path``) but no line the value's position:
+    from the spec a command attached (``with spec_errors(spec):``, see teaal_loops.errors),
+    else, as a fallback, from the one spec file the command line names."""
+    err.located()
+    if not err.key_path or err.locator is not None:
+        return err
+    if err.location is not None and err.location.line is not None:
+        return err
+    path = _single_spec_path(args)
+    if path is None or (err.location is not None and err.location.file not in (None, path)):
+        return err
+    from teaal_loops.spec import load_spec
+
+    try:
+        err.located(load_spec(path))
+    except TeaalLoopsError:
+        pass  # the spec no longer loads: keep the error as it is
+    return err
+
+
+def _single_spec_path(args: argparse.Namespace) -> str | None:
+    spec = getattr(args, "spec", None)
+    specs = getattr(args, "specs", None)
+    if spec is None and isinstance(specs, list) and len(specs) == 1:
+        spec = specs[0]
+    return spec if isinstance(spec, str) and os.path.isfile(spec) else None
+
+
+_OS_REASONS = {
+    errno.ENOENT: "no such file",
+    errno.EISDIR: "is a directory, expected a file",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a component of the path is not a directory",
+    errno.ELOOP: "too many levels of symbolic links",
+    errno.ENAMETOOLONG: "the file name is too long",
+    errno.ENOSPC: "no space left on the device",
+}
+
+
+def _os_error_line(err: OSError) -> str:
+    """``FILE: error: REASON``, one line whatever the file name holds."""
+    reason = _OS_REASONS.get(err.errno or 0) or (err.strerror or str(err) or "input/output error")
+    if err.filename is None:
+        return f"error: {printable(reason)}"
+    return f"{printable(os.fsdecode(err.filename))}: error: {printable(reason)}"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

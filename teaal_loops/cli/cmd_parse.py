@@ -17,6 +17,15 @@ from typing import Any
 from teaal_loops.spec import load_spec, spec_to_json
 
 ORDER = 10
+MAX_INDENT = 16
+
+
+def _indent(text: str) -> int:
+    """``--indent``: a small number (a huge one would make every line that long)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 3 and int(value) <= MAX_INDENT):
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to {MAX_INDENT}, got {text!r}")
+    return int(value)
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +45,12 @@ def register(subparsers: Any) -> None:
         help="accept only TeAAL's own dialect: reject teaal-loops extensions "
         "(the x-teaal-loops section, x_merge_path)",
     )
-    p.add_argument("--indent", type=int, default=2, help="JSON indentation (default 2)")
+    p.add_argument(
+        "--indent",
+        type=_indent,
+        default=2,
+        help=f"JSON indentation, 0 to {MAX_INDENT} (default 2; 0 prints one line)",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
     for warning in spec.warnings:
         print(str(warning), file=sys.stderr)
     text = json.dumps(spec_to_json(spec), indent=args.indent if args.indent > 0 else None)
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # `teaal-loops parse x.yaml | head` is not an error
-        return 0
+    sys.stdout.write(text + "\n")  # a closed pipe (`| head`) is handled by the dispatcher
+    sys.stdout.flush()
     return 0

@@ -19,22 +19,32 @@ def add_param_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+MAX_PARAM = 2**62 - 1  # sizes meet in 64-bit index arithmetic: keep well inside int64
+_MAX_PARAM_CHARS = 24  # 0x, underscores and 19 digits; int() never sees a longer string
+
+
 def parse_params(items: list[str]) -> dict[str, int]:
-    """``["A=1", "B=2"]`` -> ``{"A": 1, "B": 2}``; a malformed item is a ParameterError."""
+    """``["A=1", "B=2"]`` -> ``{"A": 1, "B": 2}``; a malformed item is a ParameterError.
+
+    A value is a positive integer below 2**62 (decimal, or 0x / 0o / 0b prefixed)."""
     params: dict[str, int] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
+        name, value = name.strip(), value.strip()
+        if not sep or not (name.isascii() and name.isidentifier()):
             raise ParameterError(f"--param {item!r}: expected NAME=VALUE, e.g. NUM_THREADS=4096")
-        try:
-            number = int(value.strip(), 0)
-        except ValueError:
+        if len(value) > _MAX_PARAM_CHARS:
             raise ParameterError(
-                f"--param {name}: {value!r} is not an integer"
-            ) from None
+                f"--param {name}: {value[:12]!r}... is too large (at most {MAX_PARAM})"
+            )
+        try:
+            number = int(value, 0)
+        except ValueError:
+            raise ParameterError(f"--param {name}: {value!r} is not an integer") from None
         if number <= 0:
             raise ParameterError(f"--param {name}: must be a positive integer, got {number}")
+        if number > MAX_PARAM:
+            raise ParameterError(f"--param {name}: {number} is too large (at most {MAX_PARAM})")
         if name in params and params[name] != number:
             raise ParameterError(f"--param {name} given twice with different values")
         params[name] = number

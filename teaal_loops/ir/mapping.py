@@ -23,8 +23,7 @@ def unsupported(
 ) -> UnsupportedMappingError:
     """The refusal of a mapping the generator cannot honour (never approximated); lowering
     adds the list of the mappings the registered schedules support."""
-    locate = getattr(spec, "location_of", None)  # TODO(merge): Spec.location_of from spec
-    location = locate(key_path) if key_path and locate else None
+    location = spec.location_of(key_path) if key_path else None
     if location is None and spec.source:
         location = Location(spec.source)
     return UnsupportedMappingError(
@@ -47,6 +46,7 @@ class MappingContext:
     space: tuple[str, ...]
     time: tuple[str, ...]
     styles: Mapping[str, str]  # spacetime style (pos or coord) of each rank
+    layout_key: str | None = None  # the spec value that chose the layout (None: an argument)
 
     @property
     def output(self) -> str:

@@ -41,6 +41,9 @@ def bind_params(
     for name in roles:
         value = given.get(name, spec_defaults.get(name))
         if value is not None and (not isinstance(value, int) or value <= 0):
-            raise ParameterError(f"parameter {name} must be a positive integer, got {value!r}")
+            raise ParameterError(
+                f"parameter {name} must be a positive integer, got {value!r}",
+                key_path=None if name in given else f"x-teaal-loops.params.{name}",
+            )
         bound[name] = value
     return bound

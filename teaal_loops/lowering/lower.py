@@ -15,6 +15,7 @@ lists what is supported: the generator never emits code whose ownership differs 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
@@ -46,7 +47,10 @@ def lower(
     threads = block_threads or (ext.block_threads if ext and ext.block_threads else None)
     threads = threads or DEFAULT_BLOCK_THREADS
     if threads <= 0 or threads > 1024 or threads % 32:
-        raise ParameterError(f"block_threads must be a multiple of 32 in [32, 1024], got {threads}")
+        raise ParameterError(
+            f"block_threads must be a multiple of 32 in [32, 1024], got {threads}",
+            key_path=None if block_threads else "x-teaal-loops.block_threads",
+        )
     try:
         _refuse_stray_partitions(ctx)
         definition = next((d for d in definitions() if d.claims(ctx)), None)
@@ -66,7 +70,8 @@ def lower(
     if kind not in layout_def.schedules:
         raise LayoutError(
             f"layout {ctx.layout} ({layout_def.tiles}) supports "
-            f"{', '.join(sorted(layout_def.schedules))}; the spec's mapping is {kind}"
+            f"{', '.join(sorted(layout_def.schedules))}; the spec's mapping is {kind}",
+            key_path=ctx.layout_key,
         )
     order = {name: i for i, name in enumerate(spec.loop_order_of(ctx.output))}
     ordered = tuple(sorted(lowered.ranks, key=lambda r: order.get(r.name, len(order))))
@@ -108,26 +113,43 @@ def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:
 
 
 def _context(spec: Spec, shape: SpmvShape, layout: str | None) -> MappingContext:
-    """Choose the layout and orient the ranks to it (module docstring)."""
+    """Choose the layout and orient the ranks to it (module docstring). A layout the spec
+    names (``x-teaal-loops.layout``, ``format``) is refused at the value that names it."""
+    chosen, key_path = _chosen_layout(spec, shape, layout)
+    try:
+        definition = get_layout(chosen)
+        chosen = canonical_layout(chosen)  # "BCSR:4" -> "bcsr:4x4"; a bad option fails here
+    except LayoutError as err:
+        raise LayoutError(err.message, location=err.location, key_path=key_path) from None
+    if definition.scatters:
+        ctx = mapping_context(spec, shape, chosen, shape.col_rank, shape.row_rank, True)
+    else:
+        ctx = mapping_context(spec, shape, chosen, shape.row_rank, shape.col_rank, False)
+    return replace(ctx, layout_key=key_path)
+
+
+def _chosen_layout(
+    spec: Spec, shape: SpmvShape, layout: str | None
+) -> tuple[str, str | None]:
+    """(layout, key path of the spec value that chose it; None for an argument): the
+    argument, else ``x-teaal-loops.layout``, else the format section, else the rank order."""
+    if layout:
+        return layout, None
     ext = spec.extensions
-    chosen = (
-        layout
-        or (ext.layout if ext and ext.layout else None)
-        or layout_from_format(spec, shape.matrix, shape.row_rank, shape.col_rank)
-        or layout_for_rank_order(shape.matrix_rank_order, shape.row_rank, shape.col_rank)
-    )
-    if chosen is None:
+    if ext and ext.layout:
+        return ext.layout, "x-teaal-loops.layout"
+    from_format = layout_from_format(spec, shape.matrix, shape.row_rank, shape.col_rank)
+    if from_format:
+        return from_format, f"format.{shape.matrix}"
+    by_order = layout_for_rank_order(shape.matrix_rank_order, shape.row_rank, shape.col_rank)
+    if by_order is None:
         raise unsupported(
             spec,
             f"{shape.matrix} has rank order [{', '.join(shape.matrix_rank_order)}], which no "
             "layout stores without a format section",
             key_path=f"mapping.rank-order.{shape.matrix}",
         )
-    definition = get_layout(chosen)
-    chosen = canonical_layout(chosen)  # "BCSR:4" -> "bcsr:4x4"; a bad option fails here
-    if definition.scatters:
-        return mapping_context(spec, shape, chosen, shape.col_rank, shape.row_rank, True)
-    return mapping_context(spec, shape, chosen, shape.row_rank, shape.col_rank, False)
+    return by_order, f"mapping.rank-order.{shape.matrix}"
 
 
 def _refuse_stray_partitions(ctx: MappingContext) -> None:

@@ -126,7 +126,8 @@ class GroupMapped(RowTiledSchedule):
         group = DEFAULT_GROUP_SIZE if group is None else group
         if group < 1 or group > MAX_GROUP_SIZE or group & (group - 1):
             raise ParameterError(
-                f"group size {size} must be a power of two in [1, {MAX_GROUP_SIZE}], got {group}"
+                f"group size {size} must be a power of two in [1, {MAX_GROUP_SIZE}], got {group}",
+                key_path=f"mapping.partitioning.{schedule.output}.{schedule.atom_rank}",
             )
         return group
 

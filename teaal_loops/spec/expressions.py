@@ -35,10 +35,12 @@ from teaal_loops.spec.model import (
     TensorAccess,
     Union,
 )
+from teaal_loops.spec.yaml_positions import quote
 
 Locate = Callable[[int], Location]
 
 _PUNCT = set("[](),=+*-")
+MAX_INT_DIGITS = 18  # coefficients and take() indices: int64 with room to spare
 
 # Characters people paste from papers and slides, with what they probably meant.
 _LOOKALIKES = {
@@ -73,13 +75,22 @@ def describe_char(ch: str) -> str:
 
 def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
     tokens: list[Token] = []
-    i = 0
-    n = len(text)
+    # Leading and trailing white space (a block scalar ends with a newline) is not part of the
+    # einsum; inside it, a line break is an error: the text lands in generated comments.
+    i = len(text) - len(text.lstrip())
+    n = len(text.rstrip())
     while i < n:
         ch = text[i]
-        if ch in " \t\r\n":  # newlines too: a folded YAML scalar may end with one
+        if ch in " \t":
             i += 1
             continue
+        if ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+            raise SpecError(
+                f"line break inside einsum {quote(text.strip())}",
+                location=locate(i),
+                key_path=key_path,
+                expected="the whole einsum on one line",
+            )
         if ch.isascii() and (ch.isalpha() or ch == "_"):
             j = i + 1
             while j < n and text[j].isascii() and (text[j].isalnum() or text[j] == "_"):
@@ -99,6 +110,13 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
                     key_path=key_path,
                     expected="an integer",
                 )
+            if j - i > MAX_INT_DIGITS:
+                raise SpecError(
+                    f"integer {text[i : i + 8]}... ({j - i} digits) in an einsum is too large",
+                    location=locate(i),
+                    key_path=key_path,
+                    expected=f"at most {MAX_INT_DIGITS} digits",
+                )
             tokens.append(Token("INT", text[i:j], i))
             i = j
             continue
@@ -112,12 +130,12 @@ def tokenize(text: str, locate: Locate, key_path: str) -> list[Token]:
         elif ch in "()":
             hint = ""
         raise SpecError(
-            f"unexpected character {describe_char(ch)} in einsum {text.strip()!r}{hint}",
+            f"unexpected character {describe_char(ch)} in einsum {quote(text.strip())}{hint}",
             location=locate(i),
             key_path=key_path,
             expected="names, integers and the operators = + * , [ ] take(...)",
         )
-    tokens.append(Token("EOF", "", n))
+    tokens.append(Token("EOF", "", len(text)))
     return tokens
 
 
@@ -148,7 +166,7 @@ class _Parser:
     ) -> SpecError:
         t = token or self.tok
         return SpecError(
-            f"{message} in einsum {self.text.strip()!r}",
+            f"{message} in einsum {quote(self.text.strip())}",
             location=self.locate(t.offset),
             key_path=self.key_path,
             expected=expected,

@@ -7,11 +7,13 @@ after validation. Every node that came from the file keeps its :class:`Location`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from teaal_loops.errors import Location
+from teaal_loops.errors import Location, printable
+from teaal_loops.spec.key_paths import lookup
 
 # --------------------------------------------------------------------------------------------
 # Einsum expressions
@@ -241,7 +243,7 @@ class Warning_:
     def __str__(self) -> str:
         where = self.location.prefix() + ": " if self.location else ""
         path = f"{self.key_path}: " if self.key_path else ""
-        return f"{where}warning: {path}{self.message}"
+        return printable(f"{where}warning: {path}{self.message}")
 
 
 @dataclass(frozen=True)
@@ -259,14 +261,23 @@ class Spec:
     final_ranks: Mapping[str, tuple[str, ...]]  # einsum output -> ranks after partitioning
     parameters: tuple[str, ...]  # identifiers used as partition sizes, in order of appearance
     warnings: tuple[Warning_, ...] = ()
+    # Key path (``mapping.spacetime.Z.space[1]``) -> where that value was written.
+    key_locations: Mapping[str, Location] = field(default_factory=dict, compare=False, repr=False)
+
+    def location_of(self, key_path: str) -> Location | None:
+        """Where the value at ``key_path`` was written: the path's own position, else that of
+        its longest prefix written in the file (at worst the document's start); None for a
+        spec built without positions. Errors carrying a ``key_path`` use this to point into
+        the file (:meth:`teaal_loops.errors.TeaalLoopsError.located`)."""
+        return lookup(self.key_locations, key_path)
 
     @property
     def name(self) -> str:
-        import os
-
+        """The file's name without folder and extension, control characters and line breaks
+        escaped (``a\\nb``): it lands in generated comments, which a newline would end."""
         if self.source is None:
             return "<string>"
-        return os.path.splitext(os.path.basename(self.source))[0]
+        return printable(os.path.splitext(os.path.basename(self.source))[0])
 
     def einsum(self, output: str) -> Einsum:
         for e in self.einsums:

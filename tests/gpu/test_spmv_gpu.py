@@ -1,7 +1,7 @@
 """Every kernel x dtype x matrix on the GPU: rigorous verdict, cuSPARSE, simulation, trace, races.
 
 For each case: one launch into a poisoned output (NaN where the schedule stores), the trace
-build's owner array against ``ir.simulate`` (identical), the Wilkinson-bound verdict against the
+build's owner array against ``lowering.simulate`` (identical), the Wilkinson-bound verdict against the
 float64 reference (NOT_A_BUG), agreement with cuSPARSE (``cupyx csr @ x``) and with the
 simulated result within the bound, and a second launch that must be bitwise equal for STORE and
 GROUP_REDUCE schedules (no race) and within the bound for atomic ones.

@@ -2,7 +2,7 @@
 
 The generated CUDA of each layout (trace switch on) runs on the CPU through the g++ CUDA shim
 of tests/codegen. The owner of every atom must equal the IR simulation's, which is computed
-from the layout's tile view alone (teaal_loops.ir.views); storing schedules must write every
+from the layout's tile view alone (teaal_loops.layouts); storing schedules must write every
 row (y is poisoned with NaN first); values must match the float64 reference A @ x.
 """
 

@@ -386,7 +386,13 @@ def test_extension_section_rejected_in_strict_mode() -> None:
     [
         ("  schedule: fastest\n", "x-teaal-loops.schedule", "thread_mapped"),
         ("  block_threads: 0\n", "x-teaal-loops.block_threads", "too small"),
-        ("  block_threads: 2048\n", "x-teaal-loops.block_threads", "at most 1024"),
+        ("  block_threads: 2048\n", "x-teaal-loops.block_threads", "from 32 to 1024"),
+        ("  block_threads: 33\n", "x-teaal-loops.block_threads", "whole number of warps"),
+        ("  block_threads: 16\n", "x-teaal-loops.block_threads", "too small"),
+        ('  layout: "csr\\nint x;"\n', "x-teaal-loops.layout", "a spec string is one line"),
+        ("  layout: csr;x\n", "x-teaal-loops.layout", "is not a layout name"),
+        ("  params: {N: 4611686018427387904}\n", "x-teaal-loops.params.N", "too large"),
+        ("  params: {'N M': 3}\n", "x-teaal-loops.params.N M", "is not a name"),
         ("  block_threads: many\n", "x-teaal-loops.block_threads", "the string 'many'"),
         ("  params: {WORK_PER_THREAD: -1}\n", "x-teaal-loops.params.WORK_PER_THREAD", "too small"),
         ("  params: [1, 2]\n", "x-teaal-loops.params", "a list"),
@@ -563,7 +569,12 @@ MAPPED = DECL + "Z[m] = A[m, k] * B[k]\nmapping:\n"
             6,
         ),
         ("  rank-order: {Q: [M]}\n", "Q is not a declared tensor", "mapping.rank-order.Q", 6),
-        ("  loop-order: {Z: [M, K, N]}\n", "N is not a final rank of Z", "mapping.loop-order.Z", 6),
+        (
+            "  loop-order: {Z: [M, K, N]}\n",
+            "N is not a final rank of Z",
+            "mapping.loop-order.Z[2]",
+            6,
+        ),
         ("  loop-order: {Z: [M]}\n", "leaves out K", "mapping.loop-order.Z", 6),
         (
             "  loop-order: {Y: [M, K]}\n",
@@ -703,13 +714,13 @@ MAPPED = DECL + "Z[m] = A[m, k] * B[k]\nmapping:\n"
         (
             "  spacetime: {Z: {space: [M], time: [Q]}}\n",
             "Q is not a final rank of Z",
-            "mapping.spacetime.Z.time",
+            "mapping.spacetime.Z.time[0]",
             6,
         ),
         (
             "  spacetime: {Z: {space: [M], time: [M, K]}}\n",
             "listed twice",
-            "mapping.spacetime.Z.time",
+            "mapping.spacetime.Z.time[0]",
             6,
         ),
         ("  spacetime: {Z: {space: [M]}}\n", "no time list", "mapping.spacetime.Z.time", 6),
@@ -783,10 +794,10 @@ def test_unknown_keys_warn_with_a_suggestion() -> None:
     assert s.partitioning_of("Z") == ()  # the misspelled section is not used
 
 
-def test_spacetime_that_leaves_out_a_rank_warns() -> None:
-    s = spec(MAPPED + "  spacetime: {Z: {space: [M], time: []}}\n")
-    (w,) = s.warnings
-    assert "does not place K" in w.message and w.key_path == "mapping.spacetime.Z"
+def test_spacetime_that_leaves_out_a_rank_is_an_error_at_the_value() -> None:
+    err = spec_error(MAPPED + "  spacetime: {Z: {space: [M], time: []}}\n")
+    assert "does not place K" in err.message and err.key_path == "mapping.spacetime.Z"
+    assert err.location is not None and (err.location.line, err.location.column) == (6, 18)
 
 
 def test_format_problems() -> None:

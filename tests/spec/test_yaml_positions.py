@@ -166,6 +166,18 @@ def test_alias_bombs_are_refused() -> None:
     assert "expand" in info.value.message
 
 
+def test_many_plain_values_are_refused_while_composing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each composed node costs hundreds of bytes: the count stops a large file of tiny
+    values before it takes gigabytes (the limit is lowered here to keep the test quick)."""
+    import teaal_loops.spec.yaml_positions as yp
+
+    monkeypatch.setattr(yp, "_MAX_EXPANDED_NODES", 1000)
+    with pytest.raises(SpecError) as info:
+        load("a:\n" + "".join(f"- {i}\n" for i in range(2000)))
+    assert "more than 1000 values" in info.value.message
+    assert info.value.location is not None and info.value.location.line == 999  # the 1001st node
+
+
 def test_location_at_the_end_of_a_scalar() -> None:
     root = load("a: Z[m] = \n")
     assert isinstance(root, YMap)
