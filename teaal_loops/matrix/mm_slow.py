@@ -33,6 +33,10 @@ _REAL = re.compile(
     rb"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
 )
 _INTEGER = re.compile(rb"[+-]?[0-9]+")
+# a run of blank lines: one character-class repeat (a repeated group would make the regex
+# engine keep a backtracking frame per line: a hundred MB for a flood of blank lines)
+_BLANK_RUN = re.compile(rb"[ \t\r\n]*\n")
+_LONE_CR = re.compile(rb"\r(?!\n)")
 _INT64_MAX = 2**63 - 1
 
 
@@ -56,6 +60,11 @@ def read_slow(text: bytes, header: Header, source: Source) -> Entries:
     shape = " ".join(("ROW", "COL")[:n_index] + (("VALUE",) if per_line > n_index else ()))
     count, pos, line_no = 0, header.body_start, header.body_first_line - 1
     while pos < len(text):
+        end = _blank_run_end(text, pos)  # a run of blank lines in one step
+        if end > pos:
+            line_no += text.count(b"\n", pos, end)
+            pos = end
+            continue
         line, pos = next_line(text, pos)
         line_no += 1
         tokens = fields(line)
@@ -97,6 +106,16 @@ def read_slow(text: bytes, header: Header, source: Source) -> Entries:
     return Entries(
         np.frombuffer(rows, dtype=np.int64), np.frombuffer(cols, dtype=np.int64), value_array
     )
+
+
+def _blank_run_end(text: bytes, pos: int) -> int:
+    """The end of the blank lines starting at ``pos`` (``pos`` itself when there are none),
+    stopping before a line holding a CR that does not end it (that line is an error)."""
+    run = _BLANK_RUN.match(text, pos)
+    if not run:
+        return pos
+    lone = _LONE_CR.search(text, pos, run.end())
+    return run.end() if lone is None else text.rfind(b"\n", pos, lone.start()) + 1 or pos
 
 
 def _index(token: bytes, limit: int, what: str, source: Source, line: int, column: int) -> int:

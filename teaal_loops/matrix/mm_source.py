@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from teaal_loops.errors import Location
-from teaal_loops.matrix.limits import available_memory, check_memory, format_bytes
+from teaal_loops.matrix import limits
+from teaal_loops.matrix.limits import check_memory, format_bytes
 from teaal_loops.matrix.mm_header import (
     BYTES_PER_ENTRY,
     HEADER_BYTES,
@@ -101,7 +102,7 @@ def _check_size(header: Header, size: int, source: Source) -> None:
         )
     check_memory(
         size + header.working_set(),
-        f"the size line's {header.describe()}",
+        f"the size line declares {header.describe()}; reading it",
         Location(source.name, where),
     )
 
@@ -147,10 +148,14 @@ def _gzip_header(
             where,
         )
     working = header.working_set() + 2 * len(out)
-    check_memory(working, f"the size line's {header.describe()}", Location(source.name, where))
+    check_memory(
+        working,
+        f"the size line declares {header.describe()}; reading it",
+        Location(source.name, where),
+    )
     budget = header.text_budget()
     if 2 * budget + working > (256 << 20):  # the text is held twice while it is copied out
-        budget = min(budget, max(HEADER_BYTES, (available_memory() - working) // 2))
+        budget = min(budget, max(HEADER_BYTES, (limits.available_memory() - working) // 2))
     return header, budget
 
 

@@ -54,6 +54,7 @@ def test_corpus_values_agree_with_scipy_mmread(
 ) -> None:
     path = require_corpus("matrices", f"{name}.mtx.gz")
     monkeypatch.setattr(mm_fast, "HAVE_SCIPY_READER", tier == "scipy-tier")
+    monkeypatch.setattr(mm_fast, "SCIPY_MIN_BODY", 0)
     monkeypatch.setattr(mmio, "USE_FAST_PATH", tier != "slow-only")
     ours = read_matrix_market(path)
     theirs = sp.csr_matrix(scipy.io.mmread(str(path)))

@@ -35,6 +35,7 @@ def small_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _use(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mm_fast, "HAVE_SCIPY_READER", path == "scipy")
+    monkeypatch.setattr(mm_fast, "SCIPY_MIN_BODY", 0)
     monkeypatch.setattr(mmio, "USE_FAST_PATH", path != "slow")
 
 
@@ -110,6 +111,49 @@ def test_the_paths_give_identical_matrices(path: str, monkeypatch: pytest.Monkey
         np.testing.assert_array_equal(getattr(A, name), getattr(reference, name))
 
 
+@pytest.mark.parametrize("tail", [" ", "\t", "\r", " \r", "\t\t"])
+def test_a_last_line_ending_in_a_blank_without_newline_never_reaches_scipy(
+    tail: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SciPy 1.17's C++ reader dies with SIGSEGV on such a text: the fast path must not pass
+    it on (a regression here kills the test process)."""
+    _use("scipy", monkeypatch)
+    A = read_matrix_market_bytes((REAL + "2 2 2\n1 1 1\n2 2 5" + tail).encode())
+    assert A[1, 1] == 5.0 and A.nnz == 2
+
+
+def test_the_scipy_reader_runs_when_enabled_and_only_on_big_bodies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    real = mm_fast.scipy.io.mmread
+
+    def spy(source: object) -> object:
+        calls.append(1)
+        return real(source)
+
+    monkeypatch.setattr(mm_fast.scipy.io, "mmread", spy)
+    text = (REAL + "2 2 1\n1 1 1\n").encode()
+    read_matrix_market_bytes(text)
+    assert not calls  # a tiny body: one NumPy pass is faster than SciPy's thread pool
+    monkeypatch.setattr(mm_fast, "SCIPY_MIN_BODY", 0)
+    assert read_matrix_market_bytes(text)[0, 0] == 1.0 and calls == [1]
+
+
+def test_a_flood_of_blank_lines_costs_no_memory_per_line() -> None:
+    """Within the line budget of 10^7 entries, a million blank lines are skipped in C."""
+    data = (REAL + "100000 100000 10000000\n").encode() + b" \n\t\r\n" * 500_000
+    tracemalloc.start()
+    try:
+        err = _error(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "file ends after 0 of the 10000000 entries" in err.message
+    assert err.location is not None and err.location.line == 1_000_003
+    assert peak < 48 << 20, peak
+
+
 def test_integer_fields_are_integers_within_int64() -> None:
     head = "%%MatrixMarket matrix coordinate integer general\n2 2 1\n"
     assert _error(head + "1 1 1.0\n").message.startswith("value '1.0' is not an integer")
@@ -159,7 +203,7 @@ def test_impossible_sizes_are_refused_before_allocation(size_line: str, words: s
 
 def test_array_file_sizes_count_the_dense_matrix(small_host: None) -> None:
     err = _error("%%MatrixMarket matrix array real general\n100000 100000\n1\n")
-    assert "a 100000x100000 matrix with 10000000000 stored values needs about" in err.message
+    assert "declares a 100000x100000 matrix with 10000000000 stored values; reading it needs about" in err.message
 
 
 # --------------------------------------------------------------------------------------------
