@@ -5,8 +5,8 @@ valid header (a binary file, a decompression bomb of zeros) is refused after one
 line's integers are bounded where they are read (see :mod:`teaal_loops.matrix.limits`), and
 what they declare fixes three budgets before the body is read or anything is allocated:
 
-* text: at most ``HEADER_BYTES + BYTES_PER_ENTRY`` bytes per declared entry (array files: per
-  declared value) in the whole file, after decompression;
+* text: at most ``HEADER_BYTES`` (1 MiB) plus ``BYTES_PER_ENTRY`` (128) bytes per declared
+  entry (array files: per declared value) in the whole file, after decompression;
 * lines: at most two lines per declared entry plus ``SLACK_LINES`` (blank lines and comments
   included), so a flood of blank lines stops early;
 * memory: the parsed arrays and the CSR result must fit in the memory the host has available.

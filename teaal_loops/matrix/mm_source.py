@@ -112,6 +112,7 @@ def _read_gzip(handle: BinaryIO, size: int, source: Source) -> tuple[bytes, Head
     out = bytearray()
     newlines = 0
     header: Header | None = None
+    budget = 0  # set with the header
     stream = _inflate(handle)
     try:
         for chunk in stream:
