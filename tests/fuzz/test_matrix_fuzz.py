@@ -64,96 +64,17 @@ HAND_MADE = [
     "%%MatrixMarket matrix coordinate real general\n5 1 0\n",
     "%%MatrixMarket matrix coordinate real general\n2 2 3\n% body comment\n1 1 1\n\n2 2 2\n1 1 3\n",
 ]
-TOKENS = [
-    "0",
-    "1",
-    "2",
-    "-1",
-    "+1",
-    "3.0",
-    "1.9",
-    "1e0",
-    "1e400",
-    "-1e400",
-    "1e-400",
-    "nan",
-    "NaN",
-    "-nan",
-    "+nan",
-    "inf",
-    "-inf",
-    "+inf",
-    "Infinity",
-    "infin",
-    "-0",
-    "+.5",
-    "5.",
-    ".",
-    "-",
-    "+",
-    "e5",
-    "1e",
-    "1e+",
-    "0x10",
-    "1_0",
-    "1.2.3",
-    "1e2e3",
-    "1-2",
-    "9" * 20,
-    "9" * 400,
-    "0" * 30 + "1",
-    "2147483648",
-    "9223372036854775808",
-    "%",
-    "%%",
-    "\x00",
-    "\xa0",
-    "1\x0b1",
-    "\xd9\xa1",
-    "1\r1",
-    "",
-    "2^40",
-    "1099511627776",
-    "1000000000000",
-    "1180591620717411303424",
-]
-SNIPPETS = [
-    b"\n",
-    b"\r\n",
-    b" ",
-    b"\t",
-    b"%",
-    b"% c\n",
-    b"\n\n",
-    b"\x00",
-    b"\xff",
-    b"\x1f\x8b",
-    b"-",
-    b"+",
-    b".",
-    b"e",
-    b"nan",
-    b"1",
-    b"9",
-    b"\x0b",
-    b"\x0c",
-]
-BANNER_WORDS = [
-    "matrix",
-    "coordinate",
-    "array",
-    "real",
-    "double",
-    "integer",
-    "pattern",
-    "complex",
-    "general",
-    "symmetric",
-    "skew-symmetric",
-    "hermitian",
-    "vector",
-    "X",
-]
+TOKENS = (
+    "0 1 2 -1 +1 3.0 1.9 1e0 1e400 -1e400 1e-400 nan NaN -nan +nan inf -inf +inf Infinity infin "
+    "-0 +.5 5. . - + e5 1e 1e+ 0x10 1_0 1.2.3 1e2e3 1-2 2147483648 9223372036854775808 % %% 2^40 "
+    "1099511627776 1000000000000 1180591620717411303424"
+).split() + ["9" * 20, "9" * 400, "0" * 30 + "1", "\x00", "\xa0", "1\x0b1", "\xd9\xa1", "1\r1", ""]
+SNIPPETS = [bytes([byte]) for byte in b"\n \t%-+.e19\x00\xff\x0b\x0c"]
+SNIPPETS += [b"\r\n", b"% c\n", b"\n\n", b"\x1f\x8b", b"nan"]
+BANNER_WORDS = (
+    "matrix coordinate array real double integer pattern complex general symmetric "
+    "skew-symmetric hermitian vector X"
+).split()
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,22 +330,12 @@ def test_mutants_of_corpus_files() -> None:
 
 def _bombs() -> Iterator[tuple[str, bytes]]:
     """Small inputs (at most a few MB) that expand hugely or declare huge sizes."""
-    floods = {
-        "blank": b"\n",
-        "spaces": b" ",
-        "comments": b"% x\n",
-        "nul": b"\x00",
-        "entries": b"1 1 1\n",
-        "short": b"1 1\n",
-    }
-    sizes = [
-        "3 3 3",
-        "1000 1000 100000",
-        "100000 100000 10000000",
-        "1099511627776 1 0",
-        "1099511627776 1099511627776 1000000000000",
-        "4611686018427387904 2 1",
-    ]
+    floods = dict(blank=b"\n", spaces=b" ", comments=b"% x\n", nul=b"\x00")
+    floods.update(entries=b"1 1 1\n", short=b"1 1\n")
+    sizes = (
+        "3 3 3|1000 1000 100000|100000 100000 10000000|1099511627776 1 0|"
+        "1099511627776 1099511627776 1000000000000|4611686018427387904 2 1"
+    ).split("|")
     for size in sizes:
         for name, unit in floods.items():
             member = gzip.compress(unit * ((1 << 20) // len(unit)), compresslevel=9)
@@ -467,14 +378,10 @@ def test_the_command_line_refuses_bad_files_in_one_line(tmp_path: Path) -> None:
         "%%MatrixMarket matrix coordinate real general\n1099511627776 1099511627776 "
         "1000000000000\n1 1 1\n"
     )
-    cases = [
-        ["-m", str(bomb)],
-        ["-m", str(decimal)],
-        ["-m", str(huge)],
-        ["-m", "/dev/zero"],
-        ["-m", str(tmp_path)],
-        ["--synthetic", "uniform:rows=9^99999999,nnz=1"],
-        ["--synthetic", "uniform:rows=100,nnz=10,dtype=xyz"],
+    cases = [["-m", str(path)] for path in (bomb, decimal, huge, "/dev/zero", tmp_path)]
+    cases += [
+        ["--synthetic", f"uniform:rows={rows},nnz=10{extra}"]
+        for rows, extra in (("9^99999999", ""), ("100", ",dtype=xyz"))
     ]
     spec = str(REPO / "specs" / "thread_mapped.yaml")
     runs = [
