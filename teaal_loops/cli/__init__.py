@@ -18,6 +18,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from teaal_loops import __version__
 from teaal_loops.errors import TeaalLoopsError, printable
@@ -36,8 +37,16 @@ def _command_modules() -> list[ModuleType]:
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr and exit status 2, like every other user error (the
+    usage stays one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {printable(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="teaal-loops",
         description=(
             "Turn a TeAAL sparse tensor algebra spec into a load-balanced CUDA kernel, "

@@ -22,6 +22,7 @@ from teaal_loops.cli.common import (
     add_dtype_option,
     add_matrix_options,
     add_param_option,
+    add_seed_option,
     load_matrix_from_args,
     parse_params,
 )
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="N",
         help=f"largest matrix the reference runs on (default {MAX_NNZ})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random x (0)")
+    add_seed_option(p)
     p.set_defaults(func=run)
 
 

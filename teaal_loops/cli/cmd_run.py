@@ -11,6 +11,7 @@ from teaal_loops.cli.common import (
     add_dtype_option,
     add_matrix_options,
     add_param_option,
+    add_seed_option,
     load_matrix_from_args,
     parse_params,
 )
@@ -48,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--rigorous", action="store_true", help="Wilkinson-bound validation")
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed launches (20)")
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed launches (3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random x (0)")
+    add_seed_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="schedule, launch, bandwidth")
     p.set_defaults(func=run)
 

@@ -80,6 +80,23 @@ def load_matrix_from_args(args: argparse.Namespace) -> tuple[str, Any]:
     raise TeaalLoopsError("no matrix given: use -m FILE or --synthetic KIND:key=value,...")
 
 
+MAX_SEED = 2**62
+
+
+def seed(text: str) -> int:
+    """``--seed``: an integer in 0..2^62 (NumPy's generators refuse negative seeds)."""
+    value = text.strip()
+    if not value.isdigit() or len(value) > 19 or int(value) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value[:24]!r}: expected an integer in 0..2^62")
+    return int(value)
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="seed of the random x, 0..2^62 (default 0)"
+    )
+
+
 def add_dtype_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype",

@@ -9,7 +9,7 @@ Note: ``matrix.synthetic`` is the generator function; its module is
 """
 
 from teaal_loops.matrix.convert import as_csr, index_bits_for, matrix_shape, validate_csr
-from teaal_loops.matrix.mmio import read_matrix_market
+from teaal_loops.matrix.mmio import read_matrix_market, read_matrix_market_bytes
 from teaal_loops.matrix.stats import RowStats, row_stats
 from teaal_loops.matrix.synthetic import SYNTHETIC_KINDS, synthetic, synthetic_from_string
 
@@ -20,6 +20,7 @@ __all__ = [
     "index_bits_for",
     "matrix_shape",
     "read_matrix_market",
+    "read_matrix_market_bytes",
     "row_stats",
     "synthetic",
     "synthetic_from_string",

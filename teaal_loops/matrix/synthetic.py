@@ -8,9 +8,12 @@ Kinds (``SYNTHETIC_KINDS``) and their extra keys:
     A dense band of ``bandwidth`` columns (default ``round(nnz / rows)``) centred on the
     diagonal (on ``row * cols / rows`` for rectangular matrices), clipped at the edges.
 ``rmat``
-    Graph500 R-MAT edges (``a=0.57, b=0.19, c=0.19, d=0.05``), square, ``rows`` rounded up to a
-    power of two (or ``scale=S`` for ``2**S`` rows); ``permute=1`` relabels the vertices randomly.
-    Duplicate edges are merged and topped up so the result lands near ``nnz``.
+    Graph500 R-MAT edges (``a=0.57, b=0.19, c=0.19, d=0.05``), square, exactly ``rows`` rows
+    (at most 2**31; or ``scale=S`` for ``2**S`` rows). A power of two is pure R-MAT; any other
+    size draws the edges on the next power of two ``2**S`` and maps vertex ``v`` to
+    ``v * rows // 2**S`` (pairs of neighbouring vertices merge, the skew stays). ``permute=1``
+    relabels the vertices randomly. Duplicate edges are merged and topped up so the result
+    lands near ``nnz``.
 ``longrows``
     ``long_rows`` randomly chosen rows (default 4) hold ``fraction`` (default 0.9) of the
     nonzeros; the other rows share the rest like ``uniform``.
@@ -19,7 +22,9 @@ Kinds (``SYNTHETIC_KINDS``) and their extra keys:
     other row holds at least one nonzero.
 
 Every kind accepts ``rows``, ``cols`` (default ``rows``), ``nnz`` (approximate total: duplicate
-columns within a row are merged), ``seed`` (default 0) and ``dtype`` (float64 default, float32).
+columns within a row are merged), ``seed`` (default 0, at most 2**62) and ``dtype``
+(``float64``/``f64`` default, ``float32``/``f32``; anything else is refused). Sizes are at most
+2**62 and must fit in the available memory: both are checked before anything is drawn.
 Values are uniform in ``[-1, 1)`` and never zero. The same arguments give the same matrix on every
 run (one ``numpy.random.Generator`` consumed in a fixed order).
 
@@ -30,48 +35,30 @@ temporaries (R-MAT keeps one int64 key per edge while it sorts, about twice the 
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
+from teaal_loops.matrix.synthetic_args import (
+    COMMON_KEYS,
+    KIND_KEYS,
+    SYNTHETIC_KINDS,
+    check_fraction,
+    check_int,
+    check_shape,
+    parse_spec,
+    value_dtype,
+)
 
-SYNTHETIC_KINDS = ("uniform", "banded", "rmat", "longrows", "emptyrows")
-COMMON_KEYS = ("rows", "cols", "nnz", "seed", "dtype")
-KIND_KEYS: Mapping[str, tuple[str, ...]] = {
-    "uniform": (),
-    "banded": ("bandwidth",),
-    "rmat": ("scale", "a", "b", "c", "d", "permute"),
-    "longrows": ("long_rows", "fraction"),
-    "emptyrows": ("empty_fraction",),
-}
+__all__ = ["CHUNK_ENTRIES", "GRAPH500", "SYNTHETIC_KINDS", "synthetic", "synthetic_from_string"]
+
 GRAPH500 = (0.57, 0.19, 0.19, 0.05)
 CHUNK_ENTRIES = 1 << 22
 _INT32_MAX = 2**31 - 1
 _DENSE_ROW = 8  # a row with more than cols/_DENSE_ROW entries is drawn column by column
-
-# key -> kind of value ("int", "float", "bool", "dtype")
-_KEY_TYPES = {
-    "rows": "int",
-    "cols": "int",
-    "nnz": "int",
-    "seed": "int",
-    "dtype": "dtype",
-    "bandwidth": "int",
-    "scale": "int",
-    "a": "float",
-    "b": "float",
-    "c": "float",
-    "d": "float",
-    "permute": "bool",
-    "long_rows": "int",
-    "fraction": "float",
-    "empty_fraction": "float",
-}
 
 # A column sampler: (first row, requested counts of the chunk's rows, rng) ->
 # (local row of every entry, column of every entry); duplicates allowed, any order.
@@ -85,7 +72,12 @@ _Sampler = Callable[[int, np.ndarray, np.random.Generator], tuple[np.ndarray, np
 def synthetic(
     kind: str, *, rows: int, cols: int | None = None, nnz: int, seed: int = 0, **options: Any
 ) -> sp.csr_matrix:
-    """A seeded synthetic CSR matrix of the given kind (see the module docstring)."""
+    """A seeded synthetic CSR matrix of the given kind (see the module docstring).
+
+    Every argument is checked before anything is drawn (see
+    :mod:`teaal_loops.matrix.synthetic_args`): a bad one, or a matrix that cannot fit in the
+    available memory, is a one-line :class:`~teaal_loops.errors.MatrixError`.
+    """
     if kind not in SYNTHETIC_KINDS:
         raise MatrixError(
             f"unknown synthetic matrix kind {kind!r} (valid kinds: {', '.join(SYNTHETIC_KINDS)})"
@@ -97,8 +89,8 @@ def synthetic(
             f"synthetic {kind}: unknown option(s) {', '.join(unknown)} "
             f"(valid keys: {', '.join(COMMON_KEYS + KIND_KEYS[kind])})"
         )
-    dtype = _value_dtype(options.pop("dtype", "float64"), kind)
-    rows, cols = _check_shape(kind, rows, cols, nnz, seed, options)
+    dtype = value_dtype(options.pop("dtype", "float64"), kind)
+    rows, cols = check_shape(kind, rows, cols, nnz, seed, options)
     rng = np.random.default_rng(seed)
     if kind == "rmat":
         return _rmat(rows, nnz, rng, dtype, options)
@@ -118,141 +110,11 @@ def synthetic_from_string(text: str) -> sp.csr_matrix:
     """``"rmat:rows=1000000,nnz=10000000,seed=7"`` -> the matrix ``synthetic`` builds.
 
     Numbers may be written ``1000000``, ``1e6``, ``1.5e6``, ``10M`` / ``4k`` / ``2G`` (powers
-    of 1000) or ``2^20``. Booleans are ``0/1/true/false``.
+    of 1000) or ``2^20``, up to 2^62. Booleans are ``0/1/true/false``; ``dtype`` is ``float32``
+    (``f32``) or ``float64`` (``f64``). Anything else is a one-line MatrixError naming the key.
     """
-    kind, _, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    if kind not in SYNTHETIC_KINDS:
-        raise MatrixError(
-            f"--synthetic {text!r}: unknown kind {kind!r} "
-            f"(valid kinds: {', '.join(SYNTHETIC_KINDS)}; e.g. rmat:rows=1000000,nnz=10000000)"
-        )
-    valid = COMMON_KEYS + KIND_KEYS[kind]
-    values: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, sep, raw = (s.strip() for s in item.partition("="))
-        if not sep or not raw:
-            raise MatrixError(f"--synthetic {text!r}: {item!r} is not key=value")
-        if key not in valid:
-            raise MatrixError(
-                f"--synthetic {text!r}: unknown key {key!r} for {kind} "
-                f"(valid keys: {', '.join(valid)})"
-            )
-        if key in values:
-            raise MatrixError(f"--synthetic {text!r}: key {key!r} given twice")
-        values[key] = _parse_value(key, raw, text)
-    if "nnz" not in values:
-        raise MatrixError(f"--synthetic {text!r}: nnz=... is required (approximate nonzeros)")
-    if "rows" not in values:
-        if kind == "rmat" and "scale" in values:
-            values["rows"] = 2 ** values["scale"]
-        else:
-            raise MatrixError(f"--synthetic {text!r}: rows=... is required")
+    kind, values = parse_spec(text)
     return synthetic(kind, **values)
-
-
-# --------------------------------------------------------------------------------------------
-# Argument checking
-
-
-def _parse_value(key: str, raw: str, text: str) -> Any:
-    kind = _KEY_TYPES[key]
-    if kind == "dtype":
-        return raw
-    if kind == "bool":
-        lowered = raw.lower()
-        if lowered in ("1", "true", "yes"):
-            return True
-        if lowered in ("0", "false", "no"):
-            return False
-        raise MatrixError(f"--synthetic {text!r}: {key}={raw!r} is not a boolean (0/1)")
-    number = _parse_number(raw)
-    if number is None:
-        raise MatrixError(f"--synthetic {text!r}: {key}={raw!r} is not a number")
-    if kind == "int":
-        if not float(number).is_integer():
-            raise MatrixError(f"--synthetic {text!r}: {key}={raw!r} is not an integer")
-        return int(number)
-    return float(number)
-
-
-_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-
-
-def _parse_number(raw: str) -> int | float | None:
-    text = raw.strip().replace("_", "")
-    power = re.fullmatch(r"(\d+)\s*(?:\^|\*\*)\s*(\d+)", text)
-    if power:
-        return int(power.group(1)) ** int(power.group(2))
-    scale = 1
-    if text and text[-1].lower() in _SUFFIX:
-        scale = _SUFFIX[text[-1].lower()]
-        text = text[:-1]
-    try:
-        return int(text) * scale
-    except ValueError:
-        pass
-    try:
-        value = float(text) * scale
-    except ValueError:
-        return None
-    if not math.isfinite(value):
-        return None
-    return int(value) if value.is_integer() and abs(value) < 2**63 else value
-
-
-def _value_dtype(raw: Any, kind: str) -> np.dtype[Any]:
-    aliases = {"f32": "float32", "f64": "float64", "float": "float32", "double": "float64"}
-    try:
-        dtype = np.dtype(aliases.get(raw, raw) if isinstance(raw, str) else raw)
-    except TypeError:
-        dtype = None
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise MatrixError(f"synthetic {kind}: dtype {raw!r} is not float32 or float64")
-    return dtype
-
-
-def _check_int(kind: str, name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise MatrixError(f"synthetic {kind}: {name}={value!r} is not an integer")
-    if value < minimum:
-        raise MatrixError(f"synthetic {kind}: {name}={value} must be at least {minimum}")
-    return int(value)
-
-
-def _check_fraction(kind: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise MatrixError(f"synthetic {kind}: {name}={value!r} is not a number")
-    if not 0.0 <= float(value) <= 1.0:
-        raise MatrixError(f"synthetic {kind}: {name}={value} must lie in [0, 1]")
-    return float(value)
-
-
-def _check_shape(
-    kind: str, rows: Any, cols: Any, nnz: Any, seed: Any, options: dict[str, Any]
-) -> tuple[int, int]:
-    rows = _check_int(kind, "rows", rows, 1)
-    _check_int(kind, "nnz", nnz, 0)
-    _check_int(kind, "seed", seed, 0)
-    if kind == "rmat":
-        if "scale" in options:
-            scale = _check_int(kind, "scale", options["scale"], 0)
-            if rows != 2**scale:
-                raise MatrixError(f"synthetic rmat: rows={rows} contradicts scale={scale}")
-        rows = 1 << max(0, (rows - 1).bit_length())
-        if cols is not None and cols != rows:
-            raise MatrixError(
-                f"synthetic rmat: R-MAT matrices are square ({rows}x{rows}); drop cols={cols}"
-            )
-        cols = rows
-    cols = rows if cols is None else _check_int(kind, "cols", cols, 1)
-    if nnz > rows * cols:
-        raise MatrixError(
-            f"synthetic {kind}: nnz={nnz} exceeds the {rows}x{cols} = {rows * cols} cells"
-        )
-    if rows * cols >= 2**62:
-        raise MatrixError(f"synthetic {kind}: {rows}x{cols} is too large to generate")
-    return rows, cols
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,7 +218,7 @@ def _banded(rows: int, cols: int, nnz: int, options: dict[str, Any]) -> tuple[np
     width = options.get("bandwidth")
     if width is None:
         width = max(1, round(nnz / rows))
-    width = min(_check_int("banded", "bandwidth", width, 1), cols)
+    width = min(check_int("banded", "bandwidth", width, 1), cols)
     centre = np.arange(rows, dtype=np.int64) * cols // rows
     first = centre - width // 2
     counts = np.clip(first + width, 0, cols) - np.clip(first, 0, cols)
@@ -376,10 +238,10 @@ def _banded(rows: int, cols: int, nnz: int, options: dict[str, Any]) -> tuple[np
 def _longrows(
     rows: int, cols: int, nnz: int, rng: np.random.Generator, options: dict[str, Any]
 ) -> tuple[np.ndarray, _Sampler]:
-    long_rows = _check_int("longrows", "long_rows", options.get("long_rows", 4), 1)
+    long_rows = check_int("longrows", "long_rows", options.get("long_rows", 4), 1)
     if long_rows > rows:
         raise MatrixError(f"synthetic longrows: long_rows={long_rows} exceeds rows={rows}")
-    fraction = _check_fraction("longrows", "fraction", options.get("fraction", 0.9))
+    fraction = check_fraction("longrows", "fraction", options.get("fraction", 0.9))
     chosen = rng.choice(rows, long_rows, replace=False)
     per_long = min(cols, round(fraction * nnz / long_rows))
     rest = max(0, nnz - per_long * long_rows)
@@ -392,7 +254,7 @@ def _longrows(
 def _emptyrows(
     rows: int, cols: int, nnz: int, rng: np.random.Generator, options: dict[str, Any]
 ) -> tuple[np.ndarray, _Sampler]:
-    fraction = _check_fraction("emptyrows", "empty_fraction", options.get("empty_fraction", 0.5))
+    fraction = check_fraction("emptyrows", "empty_fraction", options.get("empty_fraction", 0.5))
     n_empty = round(fraction * rows)
     n_full = rows - n_empty
     if nnz < n_full:
@@ -418,12 +280,12 @@ def _rmat(
     """R-MAT edges -> sorted unique int64 keys (row * rows + col) -> CSR."""
     probabilities = _rmat_probabilities(options)
     permute = bool(options.get("permute", False))
-    scale = rows.bit_length() - 1
+    scale = (rows - 1).bit_length()  # edges are drawn on 2**scale >= rows vertices
     permutation = rng.permutation(rows) if permute else None
     keys = np.zeros(0, dtype=np.int64)
     wanted = nnz
     for _ in range(8):  # top up what merging duplicate edges removed
-        fresh = _rmat_keys(scale, wanted, probabilities, rng, permutation)
+        fresh = _rmat_keys(scale, rows, wanted, probabilities, rng, permutation)
         keys = np.concatenate((keys, fresh)) if len(keys) else fresh
         del fresh
         keys.sort()
@@ -437,19 +299,19 @@ def _rmat(
         keys = keys[:nnz]  # never happens on the first pass; keeps the total at most nnz
     index = _index_dtype(rows, len(keys))
     indptr = np.zeros(rows + 1, dtype=index)
-    indptr[1:] = np.cumsum(np.bincount(keys >> scale, minlength=rows))
-    indices = (keys & (rows - 1)).astype(index)
+    indptr[1:] = np.cumsum(np.bincount(keys // rows, minlength=rows))
+    indices = (keys % rows).astype(index)
     del keys
     data = _random_values(rng, len(indices), dtype)
     return sp.csr_matrix((data, indices, indptr), shape=(rows, rows), copy=False)
 
 
 def _rmat_probabilities(options: dict[str, Any]) -> tuple[float, float, float, float]:
-    a = _check_fraction("rmat", "a", options.get("a", GRAPH500[0]))
-    b = _check_fraction("rmat", "b", options.get("b", GRAPH500[1]))
-    c = _check_fraction("rmat", "c", options.get("c", GRAPH500[2]))
+    a = check_fraction("rmat", "a", options.get("a", GRAPH500[0]))
+    b = check_fraction("rmat", "b", options.get("b", GRAPH500[1]))
+    c = check_fraction("rmat", "c", options.get("c", GRAPH500[2]))
     d_given = options.get("d")
-    d = 1.0 - a - b - c if d_given is None else _check_fraction("rmat", "d", d_given)
+    d = 1.0 - a - b - c if d_given is None else check_fraction("rmat", "d", d_given)
     if d < -1e-9 or abs(a + b + c + d - 1.0) > 1e-6:
         raise MatrixError(f"synthetic rmat: a+b+c+d must be 1, got {a}+{b}+{c}+{d}")
     return a, b, c, max(d, 0.0)
@@ -457,17 +319,22 @@ def _rmat_probabilities(options: dict[str, Any]) -> tuple[float, float, float, f
 
 def _rmat_keys(
     scale: int,
+    rows: int,
     count: int,
     probabilities: tuple[float, float, float, float],
     rng: np.random.Generator,
     permutation: np.ndarray | None,
 ) -> np.ndarray:
-    """``count`` R-MAT edges as keys row << scale | col (16-bit quantised quadrant choice)."""
+    """``count`` R-MAT edges as keys ``row * rows + col`` (16-bit quantised quadrant choice).
+
+    Edges are drawn on ``2**scale`` vertices; vertex ``v`` becomes ``v * rows >> scale`` (the
+    identity when ``rows`` is a power of two, else neighbouring pairs of vertices merge)."""
     a, b, c, _ = probabilities
     # Quadrant by one uint16 draw u: u < A top-left, < AB top-right, < ABC bottom-left, else
     # bottom-right. Thresholds are quantised to 1/65536, far below R-MAT's own noise.
     t_a, t_ab, t_abc = (round(p * 65536) for p in (a, a + b, a + b + c))
     keys = np.empty(count, dtype=np.int64)
+    shrink = rows != 1 << scale
     for lo in range(0, count, CHUNK_ENTRIES):
         n = min(CHUNK_ENTRIES, count - lo)
         row = np.zeros(n, dtype=np.uint32 if scale <= 32 else np.uint64)
@@ -481,10 +348,13 @@ def _rmat_keys(
             row |= row_bit
             col <<= 1
             col |= col_bit
+        if shrink:  # scale <= 31 and rows < 2**31: the products fit uint64
+            row = (row.astype(np.uint64) * np.uint64(rows)) >> np.uint64(scale)
+            col = (col.astype(np.uint64) * np.uint64(rows)) >> np.uint64(scale)
         if permutation is not None:
             row = permutation[row]
             col = permutation[col]
-        keys[lo : lo + n] = (row.astype(np.int64) << scale) | col
+        keys[lo : lo + n] = row.astype(np.int64) * rows + col.astype(np.int64)
     return keys
 
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from teaal_loops.matrix import matrix_shape, mmio, read_matrix_market
+from teaal_loops.matrix import matrix_shape, mm_fast, mmio, read_matrix_market
 from teaal_loops.matrix.stats import row_stats
 from tests.conftest import corpus_dir, require_corpus
 
@@ -45,15 +45,17 @@ def test_corpus_matrix_matches_stats_csv(row: dict[str, str] | None) -> None:
     assert stats.cv == pytest.approx(float(row["cv_row"]), abs=0.006)
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["scipy-tier", "numpy-tier"])
+@pytest.mark.parametrize("tier", ["scipy-tier", "numpy-tier", "slow-only"])
 @pytest.mark.parametrize(
     "name", ["1138_bus", "add32", "lp_ship04l", "cora", "wiki-Vote", "email-Enron"]
 )
 def test_corpus_values_agree_with_scipy_mmread(
-    name: str, fast: bool, monkeypatch: pytest.MonkeyPatch
+    name: str, tier: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = require_corpus("matrices", f"{name}.mtx.gz")
-    monkeypatch.setattr(mmio, "_HAVE_FAST_READER", fast)
+    monkeypatch.setattr(mm_fast, "HAVE_SCIPY_READER", tier == "scipy-tier")
+    monkeypatch.setattr(mm_fast, "SCIPY_MIN_BODY", 0)
+    monkeypatch.setattr(mmio, "USE_FAST_PATH", tier != "slow-only")
     ours = read_matrix_market(path)
     theirs = sp.csr_matrix(scipy.io.mmread(str(path)))
     theirs.sum_duplicates()

@@ -10,14 +10,18 @@ import numpy as np
 import pytest
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.matrix import mmio, read_matrix_market
+from teaal_loops.matrix import mm_fast, mm_scan, mmio, read_matrix_market
+from teaal_loops.matrix.mm_header import Source, parse_header
 
 
-@pytest.fixture(autouse=True, params=["scipy-tier", "numpy-tier"])
+@pytest.fixture(autouse=True, params=["scipy-tier", "numpy-tier", "slow-only"])
 def reader_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run every test with SciPy's C++ reader enabled and with it disabled (NumPy tier)."""
+    """Run every test with SciPy's C++ reader, with the NumPy reader, and line by line only."""
+    monkeypatch.setattr(mm_fast, "SCIPY_MIN_BODY", 0)  # SciPy's reader even on tiny files
     if request.param == "numpy-tier":
-        monkeypatch.setattr(mmio, "_HAVE_FAST_READER", False)
+        monkeypatch.setattr(mm_fast, "HAVE_SCIPY_READER", False)
+    if request.param == "slow-only":
+        monkeypatch.setattr(mmio, "USE_FAST_PATH", False)
     return str(request.param)
 
 
@@ -144,7 +148,7 @@ HEADER = "%%MatrixMarket matrix coordinate real general\n% c\n3 3 3\n"
         (HEADER + "1 1 1\n2 2 abc\n3 3 3\n", 5, "'abc' is not a valid number"),
         (HEADER + "1 1 1\n2 2\n3 3 3\n", 5, "expected 3 value(s)"),
         (HEADER + "1 1 1 7\n2 2 2\n3 3\n", 4, "expected 3 value(s)"),
-        (HEADER + "1 1 1\n2.5 2 2\n3 3 3\n", 5, "row index 2.5 is not an integer"),
+        (HEADER + "1 1 1\n2.5 2 2\n3 3 3\n", 5, "row index '2.5' is not an integer"),
         ("%%MatrixMarket matrix coordinate integer general\n1 1 1\n1 1 0.5\n", 3, "not an integer"),
         (HEADER + "1 1 1\n2 2 1-2\n3 3 3\n", 5, "not a valid number"),
         (HEADER + "1 1 1\n2 2 0x10\n3 3 3\n", 5, "not a valid number"),
@@ -153,7 +157,7 @@ HEADER = "%%MatrixMarket matrix coordinate real general\n% c\n3 3 3\n"
         (HEADER + "1 1 1\n2 2 1.2.3\n3 3 3\n", 5, "not a valid number"),
         (HEADER + "1 1 1\n2 2 2\n3 3 1e2e3\n", 6, "not a valid number"),
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1 5\n2 2\n", 3, "found 3"),
-        ("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 1\n2 2 -\n", 4, "number"),
+        ("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 1\n2 2 -\n", 4, "not an integer"),
     ],
 )
 def test_broken_files_name_the_file_and_line(
@@ -200,19 +204,49 @@ def test_values_the_fast_tiers_do_not_take_still_read_correctly(tmp_path: Path) 
     assert np.isnan(dense[0, 0]) and dense[1, 1] == -np.inf and dense[2, 2] == 0.05
 
 
-def test_plain_number_scan_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mmio, "_SCAN_CHUNK", 7)
-    good = b"12 34 -5e+6 .5\n7 8 9.25 10\n" * 5
-    assert mmio._plain_token_count(good, allow_fraction=True) == len(good.split())
-    assert mmio._plain_token_count(good, allow_fraction=False) is None
-    for bad in (
-        b"1 2 3 4 5 6 7-8",
-        b"1 2 3 4 5 6 7 8e",
-        b"1 2 3 4 5 6 x",
-        b"1 2 3 4 5 6 123.456.7",  # the second '.' lies in another chunk than the first
-        b"1 2 3 4 5 6 123.4e56e7",
-    ):
-        assert mmio._plain_token_count(bad, allow_fraction=True) is None
+def _scan_header(field: str, entries: int) -> bytes:
+    return f"%%MatrixMarket matrix coordinate {field} general\n9 9 {entries}\n".encode()
+
+
+PLAIN_LINES = [b"1 2 -5e+6", b"3 1 .5", b"2 2 9.25", b"1 3 7.", b"4 4\t1E-3\r", b"5 5 +12"] * 4
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"1 2 7-8", b"1 2 8e", b"1 2 x", b"1 2 123.456.7", b"1 2 1.4e5e7", b"1 2 1e5.2",
+        b"1 2.0 3", b"1e0 2 3", b"+1 2 3", b"1 -2 3", b"1 2", b"1 2 3 4", b"1 2 3\r4", b"1 2 .",
+        b"1 2 +.e1", b"1\x0b2 3", b"1 2 nan", b"% note", b"1 2 3\r\r", b"1 2 --3", b"1 2 3e+",
+        b"1234567890123456789 2 3", b"1 2 " + b"1" * 65,
+    ],
+)
+def test_plain_scan_refuses_what_is_not_plain_in_any_chunk(
+    bad: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan proves a body plain across chunk boundaries, and refuses every irregularity."""
+    monkeypatch.setattr(mm_scan, "CHUNK", 24)
+    text = _scan_header("real", len(PLAIN_LINES)) + b"\n".join(PLAIN_LINES) + b"\n"
+    header = parse_header(text, Source("t"), complete=True)
+    assert mm_scan.is_plain(text, header)
+    for where in (0, 11, len(PLAIN_LINES) - 1):
+        lines = list(PLAIN_LINES)
+        lines[where] = bad
+        broken = _scan_header("real", len(lines)) + b"\n".join(lines) + b"\n"
+        assert not mm_scan.is_plain(broken, header), (where, bad)
+
+
+def test_plain_scan_field_rules() -> None:
+    for field, line, plain in [
+        ("integer", b"1 2 -7", True),
+        ("integer", b"1 2 7.0", False),
+        ("integer", b"1 2 " + b"9" * 19, False),
+        ("pattern", b"1 2", True),
+        ("pattern", b"1 -2", False),
+        ("real", b"1 2 3", True),
+    ]:
+        text = _scan_header(field, 1) + line + b"\n"
+        header = parse_header(text, Source("t"), complete=True)
+        assert mm_scan.is_plain(text, header) is plain, (field, line)
 
 
 def test_missing_file_is_a_matrix_error(tmp_path: Path) -> None:

@@ -9,7 +9,13 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.matrix import SYNTHETIC_KINDS, synthetic, synthetic_from_string, validate_csr
+from teaal_loops.matrix import (
+    SYNTHETIC_KINDS,
+    limits,
+    synthetic,
+    synthetic_from_string,
+    validate_csr,
+)
 
 # the module, not the function of the same name that the package exports
 synthetic_module = importlib.import_module("teaal_loops.matrix.synthetic")
@@ -80,14 +86,30 @@ def test_emptyrows_fraction() -> None:
     assert empty == 3000  # exactly the chosen rows: every other row holds >= 1 nonzero
 
 
-def test_rmat_is_skewed_and_rounds_rows_to_a_power_of_two() -> None:
-    A = synthetic("rmat", rows=3000, nnz=48000, seed=2)
+def test_rmat_is_skewed_and_keeps_the_power_of_two_rows_it_is_given() -> None:
+    A = synthetic("rmat", rows=4096, nnz=48000, seed=2)
     assert A.shape == (4096, 4096)
     lengths = np.diff(A.indptr)
     assert lengths.max() > 20 * lengths.mean()
     B = synthetic("uniform", rows=4096, nnz=48000, seed=2)
     assert lengths.max() > 10 * np.diff(B.indptr).max()
     assert abs(A.nnz - 48000) <= 0.02 * 48000  # duplicates were topped up
+
+
+@pytest.mark.parametrize("rows", [3000, 10000, 4097, 3])
+def test_rmat_honours_a_size_that_is_not_a_power_of_two(rows: int) -> None:
+    """rows=10000 gives 10000 rows (not 16384): edges drawn on 2**14 vertices are mapped onto
+    the 10000, so the skew and the requested number of nonzeros stay."""
+    nnz = min(12 * rows, rows * rows // 2)
+    A = synthetic_from_string(f"rmat:rows={rows},nnz={nnz},seed=4")
+    assert A.shape == (rows, rows)
+    _canonical(A)
+    assert abs(A.nnz - nnz) <= 0.02 * nnz
+    lengths = np.diff(A.indptr)
+    if rows >= 1000:
+        assert lengths.max() > 10 * lengths.mean()  # still R-MAT's heavy rows
+        assert np.argmax(lengths) < rows // 8
+    assert _same(A, synthetic_from_string(f"rmat:rows={rows},nnz={nnz},seed=4"))
 
 
 def test_rmat_scale_and_permutation() -> None:
@@ -139,7 +161,22 @@ def test_from_string_number_forms() -> None:
         ("uniform:rows=0,nnz=0", "at least 1"),
         ("uniform:rows=10,nnz=10,rows=11", "given twice"),
         ("uniform:rows=10,nnz", "not key=value"),
-        ("uniform:rows=10,nnz=10,dtype=int8", "float32 or float64"),
+        ("uniform:rows=10,nnz=10,dtype=int8", "valid dtypes: float32 (f32) or float64 (f64)"),
+        ("uniform:rows=10,nnz=10,dtype=xyz", "dtype 'xyz' is not valid"),
+        ("uniform:rows=10,nnz=10,dtype=float", "valid dtypes"),
+        ("uniform:rows=9^99999999,nnz=1", "rows='9^99999999' is too large (at most 2^62)"),
+        ("uniform:rows=2**99999999999999999999999,nnz=1", "too large"),
+        ("uniform:rows=" + "9" * 5000 + ",nnz=1", "(5000 characters) is too large"),
+        ("uniform:rows=1e400,nnz=1", "too large"),
+        ("uniform:rows=5000000T,nnz=1", "too large"),
+        ("uniform:rows=10,nnz=nan", "nnz='nan' is not a number"),
+        ("uniform:rows=10,nnz=--5", "not a number"),
+        ("uniform:rows=10,nnz=5,seed=-1", "seed=-1 must be at least 0"),
+        ("uniform:rows=10,nnz=5,seed=2^63", "too large"),
+        ("emptyrows:rows=10,nnz=10,empty_fraction=nan", "not a number"),
+        ("longrows:rows=10,nnz=10,fraction=1e400", "too large"),
+        ("rmat:rows=2^32,nnz=10", "rows=4294967296 must be at most 2147483648"),
+        ("rmat:scale=40,nnz=10", "scale=40 must be at most 31"),
         ("emptyrows:rows=10,nnz=10,empty_fraction=1.5", "[0, 1]"),
         ("rmat:rows=16,nnz=10,a=0.9", "a+b+c+d must be 1"),
         ("rmat:rows=16,cols=8,nnz=10", "square"),
@@ -151,6 +188,27 @@ def test_from_string_errors_say_what_is_valid(text: str, words: str) -> None:
     with pytest.raises(MatrixError) as err:
         synthetic_from_string(text)
     assert words in err.value.message
+
+
+def test_sizes_that_cannot_fit_in_memory_are_refused_before_anything_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(limits, "available_memory", lambda: 1 << 30)
+    for text in ("uniform:rows=2^40,nnz=2^40", "banded:rows=2^26,nnz=10,bandwidth=1000",
+                 "rmat:rows=2^31,nnz=2^31", "uniform:rows=2^30,nnz=0"):
+        with pytest.raises(MatrixError, match=r"needs about .* of memory, more than the 1.0 GiB available"):
+            synthetic_from_string(text)
+
+
+def test_api_dtype_and_seed_checks() -> None:
+    assert synthetic("uniform", rows=10, nnz=5, dtype=np.float32).dtype == np.float32
+    assert synthetic("uniform", rows=10, nnz=5, dtype=np.dtype("float64")).dtype == np.float64
+    for bad in ("xyz", np.int8, np.dtype("int8"), None, [1, 2]):
+        with pytest.raises(MatrixError, match="valid dtypes"):
+            synthetic("uniform", rows=10, nnz=5, dtype=bad)
+    for seed in (-1, 2**62 + 1, 1.5, True):
+        with pytest.raises(MatrixError, match="seed"):
+            synthetic("uniform", rows=10, nnz=5, seed=seed)
 
 
 def test_keyword_errors() -> None:

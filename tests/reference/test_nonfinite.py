@@ -66,7 +66,7 @@ def nonfinite_matrix_file(tmp_path: Path) -> Path:
         "6 5 10\n"
         "1 1 1.0\n1 2 -inf\n"  # row 0: -inf (times x > 0 or < 0: an infinity)
         "2 2 nan\n2 3 2.0\n"  # row 1: NaN
-        "3 3 1e400\n"  # row 2: 1e400 reads as +inf
+        "3 3 inf\n"  # row 2: +inf (a finite literal past float64, 1e400, is refused)
         "4 1 2.0\n4 4 3.0\n"  # row 3: finite
         "5 5 inf\n5 1 -inf\n"  # row 4: inf - inf: NaN
         "6 5 0.5\n"
