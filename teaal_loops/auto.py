@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.errors import Location, TeaalLoopsError
 from teaal_loops.ir.model import DeviceInfo, ScheduleKind  # the one import from the IR
 
 INT32_MAX = 2**31 - 1
@@ -129,31 +129,32 @@ def constants_from_mapping(values: Mapping[str, Any], where: str) -> AutoConstan
     names = [f.name for f in fields(AutoConstants)]
     unknown = sorted(set(values) - set(names))
     if unknown:
-        raise TeaalLoopsError(f"{where}: error: unknown auto constant {unknown[0]!r}")
+        raise _error(where, f"unknown auto constant {unknown[0]!r}")
     checked: dict[str, Any] = {}
     for f in fields(AutoConstants):
         if f.name not in values:
-            raise TeaalLoopsError(f"{where}: error: auto constant {f.name} is missing")
+            raise _error(where, f"auto constant {f.name} is missing")
         value = values[f.name]
         integral = f.type in (int, "int")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             integral and not isinstance(value, int)
         ):
             kind = "an integer" if integral else "a number"
-            raise TeaalLoopsError(f"{where}: error: auto constant {f.name}: expected {kind}, "
-                                  f"got {value!r}")
+            raise _error(where, f"auto constant {f.name}: expected {kind}, got {value!r}")
         low_ok = value >= 0 if f.name in _MAY_BE_ZERO else value > 0
         if not low_ok or not math.isfinite(value):
-            raise TeaalLoopsError(f"{where}: error: auto constant {f.name} = {value} is out of "
-                                  "range")
+            raise _error(where, f"auto constant {f.name} = {value} is out of range")
         checked[f.name] = value
     if not checked["LARGE_ITEMS_MIN"] <= checked["LARGE_ITEMS_MAX"] <= MAX_MERGE_ITEMS:
-        raise TeaalLoopsError(f"{where}: error: auto constants need LARGE_ITEMS_MIN <= "
-                              f"LARGE_ITEMS_MAX <= {MAX_MERGE_ITEMS}")
+        raise _error(where, "auto constants need LARGE_ITEMS_MIN <= LARGE_ITEMS_MAX <= "
+                     f"{MAX_MERGE_ITEMS}")
     if max(checked["FLAT_WORK"], checked["FLAT_WORK_LARGE"]) > MAX_MERGE_ITEMS:
-        raise TeaalLoopsError(f"{where}: error: FLAT_WORK and FLAT_WORK_LARGE must be at most "
-                              f"{MAX_MERGE_ITEMS}")
+        raise _error(where, f"FLAT_WORK and FLAT_WORK_LARGE must be at most {MAX_MERGE_ITEMS}")
     return AutoConstants(**checked)
+
+
+def _error(where: str, message: str) -> TeaalLoopsError:
+    return TeaalLoopsError(message, location=Location(where))
 
 
 def load_constants(path: str | Path) -> AutoConstants:
@@ -162,13 +163,12 @@ def load_constants(path: str | Path) -> AutoConstants:
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise TeaalLoopsError(f"{where}: error: cannot read auto constants: {err}") from None
+        raise _error(where, f"cannot read auto constants: {err}") from None
     if not isinstance(doc, dict) or doc.get("schema") != CONSTANTS_SCHEMA:
-        raise TeaalLoopsError(f"{where}: error: not an auto constants file (schema "
-                              f"{CONSTANTS_SCHEMA!r} expected)")
+        raise _error(where, f"not an auto constants file (schema {CONSTANTS_SCHEMA!r} expected)")
     values = doc.get("constants")
     if not isinstance(values, dict):
-        raise TeaalLoopsError(f"{where}: error: 'constants' must be an object")
+        raise _error(where, "'constants' must be an object")
     return constants_from_mapping(values, where)
 
 
