@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from teaal_loops.cli.common import DTYPES, add_param_option, parse_params
-from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.errors import Location, TeaalLoopsError
 
 ORDER = 40
 
@@ -16,10 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "generate",
         help="write the CUDA kernel of a spec",
         description=(
-            "Render the CUDA kernel of each SPEC for the chosen layout and dtype. Without -o the "
-            "source goes to standard output. --all regenerates the committed generated/ folder: "
-            "every spec in specs/ in f32 and f64 "
-            "(python -m teaal_loops generate --all -o generated)."
+            "Render the CUDA kernel of each SPEC (a folder stands for every *.yaml spec in it "
+            "and its subfolders) for the chosen layout and dtype. Without -o the source goes to "
+            "standard output; -o DIR writes DIR/<spec>.<layout>.<dtype>.cu; -o NAME.cu writes "
+            "one kernel (one spec, one dtype) to that file. Two specs that would write the same "
+            "file are refused. --all regenerates the committed generated/ folder: every spec in "
+            "specs/ in f32 and f64 (teaal-loops generate --all -o generated)."
         ),
     )
     p.add_argument(
@@ -44,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="offset width: 64 for matrices with more than 2^31-1 nonzeros (default 32)",
     )
     add_param_option(p)
-    p.add_argument("-o", "--output", metavar="DIR", help="write DIR/<spec>.<layout>.<dtype>.cu")
+    p.add_argument("-o", "--output", metavar="DIR|NAME.cu",
+                   help="write DIR/<spec>.<layout>.<dtype>.cu, or one kernel to NAME.cu")
     p.set_defaults(func=run)
 
 
@@ -64,30 +68,64 @@ def run(args: argparse.Namespace) -> int:
         if not library:
             raise TeaalLoopsError(f"{args.specs_dir}: no *.yaml specs to generate")
         dtypes = _dtypes(args.dtype or "both")
-        rendered = gen.expected_files(args.specs_dir, dtypes)
+        every = gen.expected_files(args.specs_dir, dtypes)
         out = args.output or "generated"
-        for path in gen.write_files(rendered, out, prune=args.dtype in (None, "both")):
+        if _is_single_file(out):
+            raise TeaalLoopsError(f"-o {out}: --all writes {len(every)} kernels: give a folder")
+        for path in gen.write_files(every, out, prune=args.dtype in (None, "both")):
             print(path)
         return 0
     if not args.specs:
         raise TeaalLoopsError("give a SPEC file (or --all)")
+    rendered: dict[str, str] = {}
+    writer: dict[str, str] = {}
     for spec in _expand(args.specs):
         for dtype in _dtypes(args.dtype or "f32"):
             name, source = gen.render_spec(
                 spec, dtype=dtype, layout=args.layout, params=params, index_bits=args.index_bits
             )
-            if args.output:
-                for path in gen.write_files({name: source}, args.output):
-                    print(path)
-            else:
-                sys.stdout.write(source)
+            if name in writer:
+                raise gen.output_collision(name, writer[name], spec)
+            rendered[name], writer[name] = source, spec
+    if not args.output:
+        for name in rendered:
+            sys.stdout.write(rendered[name])
+        return 0
+    if _is_single_file(args.output):
+        if len(rendered) != 1:
+            raise TeaalLoopsError(
+                f"-o {args.output} names one file, but {len(rendered)} kernels would be written "
+                f"({len(set(writer.values()))} spec(s), {len(_dtypes(args.dtype or 'f32'))} "
+                "dtype(s)): give a folder"
+            )
+        _write_one(Path(args.output), next(iter(rendered.values())))
+        print(args.output)
+        return 0
+    for path in gen.write_files(rendered, args.output):
+        print(path)
     return 0
 
 
-def _expand(paths: list[str]) -> list[str]:
-    """Spec files as given, folders replaced by the ``*.yaml`` specs inside them."""
-    from pathlib import Path
+def _is_single_file(output: str) -> bool:
+    """``-o NAME.cu`` that is not an existing folder names one kernel file."""
+    path = Path(output)
+    return path.suffix == ".cu" and not path.is_dir()
 
+
+def _write_one(path: Path, source: str) -> None:
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise TeaalLoopsError(f"{blocker} is not a directory", location=Location(str(path)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    except OSError as err:
+        raise TeaalLoopsError(f"cannot write: {err.strerror or err}",
+                              location=Location(str(path))) from None
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """Spec files as given, folders replaced by the ``*.yaml`` specs in them and below."""
     from teaal_loops.codegen import files as gen
 
     specs: list[str] = []
@@ -95,13 +133,13 @@ def _expand(paths: list[str]) -> list[str]:
         if Path(path).is_dir():
             found = gen.spec_library(path)
             if not found:
-                raise TeaalLoopsError(f"{path}: no *.yaml specs in this folder")
+                raise TeaalLoopsError(f"{path}: no *.yaml specs in this folder or below")
             specs.extend(str(p) for p in found)
         else:
             specs.append(path)
-    return specs
+    unique = {str(Path(p).resolve()): p for p in reversed(specs)}  # a spec given twice: once
+    return list(reversed(unique.values()))
 
 
 def _dtypes(choice: str) -> list[str]:
     return ["float32", "float64"] if choice == "both" else [DTYPES[choice]]
-
