@@ -32,10 +32,18 @@ def check_output_path(path: Path) -> None:
 
 
 def write_json(doc: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=json_default) + "\n")
-    tmp.replace(path)
+    """Write ``doc`` to ``path`` atomically (a temporary file, then a rename); an OS error, such
+    as a full disk, is one :class:`~teaal_loops.errors.TeaalLoopsError` line."""
+    from teaal_loops.errors import Location, TeaalLoopsError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=json_default) + "\n")
+        tmp.replace(path)
+    except OSError as err:
+        raise TeaalLoopsError(f"cannot write: {err.strerror or err}",
+                              location=Location(str(path))) from None
 
 
 def json_default(obj: Any) -> Any:

@@ -204,3 +204,16 @@ def test_the_speedup_axis_has_plain_tick_labels() -> None:
     assert labels and "1" in labels
     assert not any("10^" in t or "times" in t or "\\" in t for t in labels), labels
     assert all(float(t) > 0 for t in labels)
+
+
+def test_results_that_cannot_be_written_are_one_error_naming_the_file(tmp_path: Path) -> None:
+    from teaal_loops.bench import write_json
+    from teaal_loops.errors import TeaalLoopsError
+
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "r.json"
+    with pytest.raises(TeaalLoopsError) as err:
+        write_json(document(), target)
+    assert str(err.value).startswith(f"{target}: error: cannot write")
+    write_json(document(), tmp_path / "ok" / "r.json")
+    assert json.loads((tmp_path / "ok" / "r.json").read_text())["schema"] == document()["schema"]
