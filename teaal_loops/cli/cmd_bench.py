@@ -16,7 +16,8 @@ ORDER = 60
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "bench",
-        help="benchmark generated schedules against cuSPARSE (needs a GPU, except --report)",
+        help="benchmark generated schedules against cuSPARSE (needs a GPU but for --report and "
+        "--fit-auto)",
         description=(
             "Run specs x layouts x dtypes over a suite of matrices against cuSPARSE (CuPy's "
             "A @ x) in the same process: CUDA events, warm-up, medians, outputs re-zeroed where a "
