@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# GPU validation of everything the CPU cannot check, in one go, on a CUDA machine:
+# GPU validation of everything the CPU cannot check, in one go, on a CUDA machine with
+# teaal-loops installed (pip install -e ".[cuda13,test]"):
 #   1. every test marked gpu (corpus matrices x schedules x layouts x dtypes: rigorous verdict,
 #      cuSPARSE, simulation, trace owners, repeated launches; runtime and CLI behaviour);
-#   2. check --against gpu (HiFiber reference vs the kernel's trace) on small corpus matrices;
-#   3. large synthetic matrices of every kind (scripts/validate_large.py; sizes via $LARGE).
+#   2. teaal-loops check --against gpu (HiFiber reference vs the kernel's trace) on small
+#      corpus matrices;
+#   3. teaal-loops validate: large synthetic matrices of every kind (sizes via $LARGE, e.g.
+#      LARGE="--max-nnz 1e8").
 # Usage (repository root): OUT=out bash scripts/gpu_validation.sh
 # The corpus is read from $TEAAL_LOOPS_CORPUS (default ../shared/corpus). Logs go to $OUT.
 set -uo pipefail
 out="${OUT:-out}"
 mkdir -p "$out"
 corpus="${TEAAL_LOOPS_CORPUS:-../shared/corpus}"
-export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
 echo "== 1. gpu tests"
-python3 -m pytest -m gpu tests -q -p no:cacheprovider --maxfail=25 -W ignore 2>&1 \
+python -m pytest -m gpu tests -q -p no:cacheprovider --maxfail=25 -W ignore 2>&1 \
     | tee "$out/gpu_tests.log" | tail -5 || status=1
 grep -qE "^[0-9]+ passed" "$out/gpu_tests.log" && ! grep -qE "[0-9]+ failed" "$out/gpu_tests.log" \
     || status=1
@@ -24,7 +27,7 @@ grep -qE "^[0-9]+ passed" "$out/gpu_tests.log" && ! grep -qE "[0-9]+ failed" "$o
 echo "== 2. check --against gpu"
 for m in chesapeake west0067 cage8 lp_ship04l; do
     for s in thread_mapped group_mapped work_oriented merge_path; do
-        python3 -m teaal_loops check "specs/$s.yaml" -m "$corpus/matrices/$m.mtx.gz" \
+        teaal-loops check "specs/$s.yaml" -m "$corpus/matrices/$m.mtx.gz" \
             --against gpu > "$out/check.tmp" 2>&1 || status=1
         echo "$m $s: $(grep -E '^(owners|result)' "$out/check.tmp" | tr '\n' ' ')" \
             | tee -a "$out/check_gpu.log"
@@ -33,7 +36,8 @@ done
 rm -f "$out/check.tmp"
 
 echo "== 3. large synthetic matrices"
-python3 scripts/validate_large.py ${LARGE:---max-nnz 1e7} --out "$out/validate_large.json" \
+# shellcheck disable=SC2086 # $LARGE holds several flags
+teaal-loops validate ${LARGE:---max-nnz 1e7} -o "$out/validate_large.json" \
     > "$out/validate_large.log" 2>&1 || status=1
 tail -3 "$out/validate_large.log"
 exit $status

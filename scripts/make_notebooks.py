@@ -178,7 +178,7 @@ print(hifiber_source(spec, params=PARAMS))
 '''
 
 CUDA = '''\
-from teaal_loops.codegen.files import render_spec
+from teaal_loops.pipeline.generate import render_spec
 
 cu_name, cuda_source = render_spec(SPEC_PATH, dtype="float32", params=PARAMS)
 print(f"// ---- {cu_name} ----")

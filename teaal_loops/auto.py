@@ -29,7 +29,8 @@ candidate gets a cost and the cheapest wins:
 **Throughput regime** (large matrices, bandwidth-bound):
 
 * skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean):
-  ``T1``, merge-path with about a mean row of items a thread (16 to 32). A warp a row waits on
+  ``T1``, merge-path with about a mean row of items a thread (the power of two nearest the
+  mean, clamped to ``LARGE_ITEMS_MIN``..``LARGE_ITEMS_MAX``). A warp a row waits on
   the longest row (R-MAT scale 23: 0.49x cuSPARSE), work-oriented's chunks do not coalesce
   (longrows: 0.24x); staged merge-path reached 0.91x on both in the same H200 run;
 * otherwise (``T2``) group-mapped with about ``LANE_WORK`` nonzeros a lane (``G`` = the power of
@@ -40,54 +41,38 @@ Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (late
 model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen
 whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
 
-Where the constants come from (BENCHMARKS.md has the runs, on an H200): the latency model was
+The constants (the names above) live in ``teaal_loops/auto_constants.json``, shipped inside
+the package and read once (:func:`constants`). ``teaal-loops bench --fit-auto RESULTS.json``
+refits them to a benchmark's measured device times and rewrites that file
+(:mod:`teaal_loops.bench.fit_auto` says how). Only the ratios of the latency model's constants
+matter; their units are roughly microseconds, and ``CW`` is held fixed as the unit.
+
+History of the shipped values (BENCHMARKS.md has the runs, on an H200): the latency model was
 fitted to the device times of every library variant on the corpus in float64 (run 1) and then
 held within 10% of the best on 77 of 78 corpus cases of two later runs (float32 and float64);
-``CT`` was added after them (78 of 78, in-sample). After the kernels were tuned (staged
-merge-path, unrolled group loads, streaming loads), run 4 of BENCHMARKS.md gave 26 of 30; from
-its measured times ``CI`` went from 0.25 to 0.2 (any of 0.18-0.22 gives 30 of 30 on it),
-``LANE_WORK`` from 8 to 4 and ``MIN_LARGE_GROUP`` from 4 to 8 (banded and uniform: 8 lanes were
-best), and the skewed rule takes the power of two nearest the mean row, not the one below
-(longrows' mean of 31.99 wants 32). The throughput rules come from the four large
-classes of run 2: ``LANE_WORK`` and ``MIN_LARGE_GROUP`` from banded and uniform, and the
-skewed rule from rmat and longrows under the staged merge-path (H8's tuning run): in-sample,
-confirmed or not by the bench run that BENCHMARKS.md reports last. Only the ratios of the
-latency model's constants matter; their units are roughly microseconds.
+``CT`` was added after them. After the kernels were tuned (staged merge-path, unrolled group
+loads, streaming loads), run 3 gave 26 of 30; from its measured times ``CI`` went from 0.25 to
+0.2, ``LANE_WORK`` from 8 to 4 and ``MIN_LARGE_GROUP`` from 4 to 8, and the skewed rule takes
+the power of two nearest the mean row (longrows' mean of 31.99 wants 32). Run 4 confirmed them:
+30 of 30 within 10% (``BENCHMARKS.json.gz``).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.errors import Location, TeaalLoopsError
 from teaal_loops.types import DeviceInfo
 
-# Regime split: nnz at or above this many waves of resident threads is bandwidth-bound.
-THROUGHPUT_WAVES = 32
-# Latency-regime cost model (see the module docstring).
-CW = 1.5  # one wave of threads
-CI = 0.2  # one sequential step of the slowest lane (the critical path)
-CB = 0.5  # a block group's barriers and shared-memory reduction
-MIN_WAVES = 0.25  # a launch costs at least this much of a wave, however few threads
-CF0 = 5.0  # work-oriented: zeroing y (a second launch) and fixed costs
-CFS = 0.3  # ... one step of its per-thread binary search for the first row
-CFW = 1.0  # ... one wave of nonzeros
-CT = 0.25  # thread-mapped has no reduction across lanes
-FLAT_WORK = 8  # merge items a thread in the latency regime
-FLAT_WORK_LARGE = 32  # ... once a matrix passes FLAT_LARGE_NNZ nonzeros (fewer block searches)
-FLAT_LARGE_NNZ = 2_000_000
-# Throughput regime.
-HIGH_CV = 2.0
-LONG_ROW = 1024
-SKEW = 32.0
-LARGE_ITEMS = (16, 32)  # merge items a thread for large skewed matrices: about a mean row
-LANE_WORK = 4  # nonzeros a lane for large regular matrices
-MIN_LARGE_GROUP = 8
 INT32_MAX = 2**31 - 1
+CONSTANTS_FILE = Path(__file__).resolve().parent / "auto_constants.json"
+CONSTANTS_SCHEMA = "teaal-loops-auto-constants/1"
 
 GROUP_SIZES = (1, 2, 4, 8, 16, 32, 128, 256, 512)
 THREAD_SPEC = "thread_mapped"
@@ -97,6 +82,106 @@ WARP_GROUP_PARAM = "BLOCK_SIZE"
 BLOCK_GROUP_PARAM = "GROUP"
 WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
 MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
+MAX_MERGE_ITEMS = 32  # past this (f32) the staged merge-path tile overflows shared memory
+
+
+@dataclass(frozen=True)
+class AutoConstants:
+    """The fitted constants of :func:`choose` (module docstring; defaults: none, see the file)."""
+
+    # Regime split: nnz at or above this many waves of resident threads is bandwidth-bound.
+    THROUGHPUT_WAVES: float
+    # Latency-regime cost model.
+    CW: float  # one wave of threads (the unit: never refitted)
+    CI: float  # one sequential step of the slowest lane (the critical path)
+    CB: float  # a block group's barriers and shared-memory reduction
+    MIN_WAVES: float  # a launch costs at least this much of a wave, however few threads
+    CF0: float  # merge-path: zeroing y (a second launch) and fixed costs
+    CFS: float  # ... one step of its per-thread binary search for the first row
+    CFW: float  # ... one wave of nonzeros
+    CT: float  # thread-mapped has no reduction across lanes
+    FLAT_WORK: int  # merge items a thread in the latency regime
+    FLAT_WORK_LARGE: int  # ... once a matrix passes FLAT_LARGE_NNZ nonzeros
+    FLAT_LARGE_NNZ: int
+    # Throughput regime.
+    HIGH_CV: float
+    LONG_ROW: int
+    SKEW: float
+    LARGE_ITEMS_MIN: int  # merge items a thread for large skewed matrices: about a mean row,
+    LARGE_ITEMS_MAX: int  # ... clamped to this range
+    LANE_WORK: float  # nonzeros a lane for large regular matrices
+    MIN_LARGE_GROUP: int
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def replace(self, **changes: float) -> AutoConstants:
+        """A copy with some constants changed, checked like a loaded file."""
+        return constants_from_mapping({**self.as_dict(), **changes}, "AutoConstants.replace")
+
+
+# Cost terms may be zero; everything else must be positive. Integer constants must be integers.
+_MAY_BE_ZERO = frozenset({"CB", "CT", "CFS", "CF0"})
+
+
+def constants_from_mapping(values: Mapping[str, Any], where: str) -> AutoConstants:
+    """:class:`AutoConstants` from a mapping, every name present, typed and in range."""
+    names = [f.name for f in fields(AutoConstants)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise _error(where, f"unknown auto constant {unknown[0]!r}")
+    checked: dict[str, Any] = {}
+    for f in fields(AutoConstants):
+        if f.name not in values:
+            raise _error(where, f"auto constant {f.name} is missing")
+        value = values[f.name]
+        integral = f.type in (int, "int")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            integral and not isinstance(value, int)
+        ):
+            kind = "an integer" if integral else "a number"
+            raise _error(where, f"auto constant {f.name}: expected {kind}, got {value!r}")
+        low_ok = value >= 0 if f.name in _MAY_BE_ZERO else value > 0
+        if not low_ok or not math.isfinite(value):
+            raise _error(where, f"auto constant {f.name} = {value} is out of range")
+        checked[f.name] = value
+    if not checked["LARGE_ITEMS_MIN"] <= checked["LARGE_ITEMS_MAX"] <= MAX_MERGE_ITEMS:
+        raise _error(where, "auto constants need LARGE_ITEMS_MIN <= LARGE_ITEMS_MAX <= "
+                     f"{MAX_MERGE_ITEMS}")
+    if max(checked["FLAT_WORK"], checked["FLAT_WORK_LARGE"]) > MAX_MERGE_ITEMS:
+        raise _error(where, f"FLAT_WORK and FLAT_WORK_LARGE must be at most {MAX_MERGE_ITEMS}")
+    return AutoConstants(**checked)
+
+
+def _error(where: str, message: str) -> TeaalLoopsError:
+    return TeaalLoopsError(message, location=Location(where))
+
+
+def load_constants(path: str | Path) -> AutoConstants:
+    """The constants of a file in the format :func:`constants_document` writes."""
+    where = str(path)
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise _error(where, f"cannot read auto constants: {err}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != CONSTANTS_SCHEMA:
+        raise _error(where, f"not an auto constants file (schema {CONSTANTS_SCHEMA!r} expected)")
+    values = doc.get("constants")
+    if not isinstance(values, dict):
+        raise _error(where, "'constants' must be an object")
+    return constants_from_mapping(values, where)
+
+
+def constants_document(c: AutoConstants, fitted_from: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON document of a constants file: the values and where they come from."""
+    return {"schema": CONSTANTS_SCHEMA, "fitted_from": dict(fitted_from),
+            "constants": c.as_dict()}
+
+
+@functools.lru_cache(maxsize=1)
+def constants() -> AutoConstants:
+    """The shipped constants (``auto_constants.json`` beside this module), read once."""
+    return load_constants(CONSTANTS_FILE)
 
 
 class MatrixStats(Protocol):
@@ -153,42 +238,56 @@ def resident_threads(device: DeviceInfo | None) -> int:
     return device.sm_count * device.max_threads_per_sm
 
 
-def group_cost(group: int, rows: int, max_row: int, resident: int) -> float:
+def group_cost(
+    group: int, rows: int, max_row: int, resident: int, c: AutoConstants | None = None
+) -> float:
     """Latency-regime cost of ``group`` lanes a row (module docstring)."""
-    waves = max(rows * group / resident, MIN_WAVES)
-    extra = CB if group > 32 else (-CT if group == 1 else 0.0)
-    return CW * waves + CI * math.ceil(max_row / group) + extra
+    c = c or constants()
+    waves = max(rows * group / resident, c.MIN_WAVES)
+    extra = c.CB if group > 32 else (-c.CT if group == 1 else 0.0)
+    return c.CW * waves + c.CI * math.ceil(max_row / group) + extra
 
 
-def flat_cost(rows: int, nnz: int, resident: int) -> float:
-    """Latency-regime cost of work-oriented (module docstring)."""
-    return CF0 + CFS * math.log2(max(rows, 2)) + CFW * nnz / resident
+def flat_cost(rows: int, nnz: int, resident: int, c: AutoConstants | None = None) -> float:
+    """Latency-regime cost of merge-path (module docstring)."""
+    c = c or constants()
+    return c.CF0 + c.CFS * math.log2(max(rows, 2)) + c.CFW * nnz / resident
 
 
-def costs(stats: MatrixStats, device: DeviceInfo | None = None) -> dict[str, float]:
+def costs(
+    stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None
+) -> dict[str, float]:
     """Every latency-regime candidate's cost, by variant label (for explanations and tests)."""
+    c = c or constants()
     resident = resident_threads(device)
     rows, nnz, longest = int(stats.rows), int(stats.nnz), int(stats.max)
     out = {
-        group_choice(g, "", "").label: group_cost(g, rows, longest, resident)
+        group_choice(g, "", "").label: group_cost(g, rows, longest, resident, c)
         for g in GROUP_SIZES
         if rows * g <= INT32_MAX
     }
-    out[_flat_choice(nnz, "", "").label] = flat_cost(rows, nnz, resident)
+    out[_flat_choice(nnz, "", "", c).label] = flat_cost(rows, nnz, resident, c)
     return out
 
 
-def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
-    """The schedule (and parameters) the rules of the module docstring pick for ``stats``."""
+def choose(
+    stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None
+) -> AutoChoice:
+    """The schedule (and parameters) the rules of the module docstring pick for ``stats``.
+
+    ``c`` replaces the shipped constants (the fit of :mod:`teaal_loops.bench.fit_auto` tries
+    candidates this way).
+    """
+    c = c or constants()
     rows, nnz = int(stats.rows), int(stats.nnz)
     mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
     longest, cv = int(stats.max), float(stats.cv)
     resident = resident_threads(device)
     if rows == 0 or nnz == 0:
         return group_choice(1, "R0", "the matrix has no nonzeros")
-    if nnz >= THROUGHPUT_WAVES * resident:
-        return _throughput(rows, nnz, mean, longest, cv)
-    table = costs(stats, device)
+    if nnz >= c.THROUGHPUT_WAVES * resident:
+        return _throughput(rows, nnz, mean, longest, cv, c)
+    table = costs(stats, device, c)
     label = min(table, key=lambda k: table[k])
     ranked = sorted(table.items(), key=lambda kv: kv[1])[:3]
     reason = (
@@ -196,24 +295,26 @@ def choose(stats: MatrixStats, device: DeviceInfo | None = None) -> AutoChoice:
         + ", ".join(f"{k} {v:.1f}" for k, v in ranked)
     )
     if label.startswith(MERGE_SPEC):
-        return _flat_choice(nnz, "L", reason)
+        return _flat_choice(nnz, "L", reason, c)
     group = next(g for g in GROUP_SIZES if group_choice(g, "", "").label == label)
     return group_choice(group, "L", reason)
 
 
-def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> AutoChoice:
+def _throughput(
+    rows: int, nnz: int, mean: float, longest: int, cv: float, c: AutoConstants
+) -> AutoChoice:
     skew = longest / mean if mean else 0.0
-    if cv >= HIGH_CV or (longest >= LONG_ROW and skew >= SKEW):
-        items = max(LARGE_ITEMS[0], min(LARGE_ITEMS[1], _pow2_nearest(mean)))
+    if cv >= c.HIGH_CV or (longest >= c.LONG_ROW and skew >= c.SKEW):
+        items = max(c.LARGE_ITEMS_MIN, min(c.LARGE_ITEMS_MAX, _pow2_nearest(mean)))
         return AutoChoice(
             "merge_path", MERGE_SPEC, {MERGE_PARAM: items}, "T1",
             f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest}): merge-path, "
             f"{items} items a thread (a warp a row waits ~{math.ceil(longest / 32)} steps on the "
             "longest row)",
         )
-    group = max(2, _pow2_floor(mean / LANE_WORK))
-    if mean >= 2 * LANE_WORK:
-        group = max(group, MIN_LARGE_GROUP)
+    group = max(2, _pow2_floor(mean / c.LANE_WORK))
+    if mean >= 2 * c.LANE_WORK:
+        group = max(group, c.MIN_LARGE_GROUP)
     group = group if group <= 32 else min(512, group)
     while group > 1 and rows * group > INT32_MAX:  # past 2**30 rows: down to a thread a row
         group //= 2
@@ -223,9 +324,9 @@ def _throughput(rows: int, nnz: int, mean: float, longest: int, cv: float) -> Au
     )
 
 
-def _flat_choice(nnz: int, rule: str, reason: str) -> AutoChoice:
+def _flat_choice(nnz: int, rule: str, reason: str, c: AutoConstants) -> AutoChoice:
     """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
-    items = FLAT_WORK if nnz <= FLAT_LARGE_NNZ else FLAT_WORK_LARGE
+    items = c.FLAT_WORK if nnz <= c.FLAT_LARGE_NNZ else c.FLAT_WORK_LARGE
     return AutoChoice("merge_path", MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
 
 

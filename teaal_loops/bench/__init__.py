@@ -20,13 +20,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teaal_loops.bench.harness import BenchOptions, run_bench, write_json
+from teaal_loops.bench.harness import BenchOptions, run_bench
 from teaal_loops.bench.progress import Progress
+from teaal_loops.bench.records import check_output_path, write_json
 from teaal_loops.bench.report import markdown, plot
 from teaal_loops.bench.results import load, summarize
 from teaal_loops.bench.roofline import compulsory_bytes, gbps, roofline
 from teaal_loops.bench.suite import SUITES, MatrixEntry, build_suite
-from teaal_loops.bench.variants import DEFAULT_SWEEPS, Variant, expand, parse_sweep
+from teaal_loops.bench.variants import (
+    DEFAULT_SWEEPS,
+    Variant,
+    expand,
+    parse_block_threads,
+    parse_sources,
+    parse_sweep,
+    with_experiments,
+)
 from teaal_loops.errors import TeaalLoopsError
 
 SCHEDULE_CHOICES = ("all", "auto", "thread_mapped", "group_mapped", "work_oriented", "merge_path")
@@ -98,6 +107,8 @@ def bench(
     params: Mapping[str, int] | None = None,
     schedule: str = "all",
     auto: bool = True,
+    block_threads: Sequence[int] = (),
+    sources: Sequence[tuple[str, Path]] = (),
     reps: int = 25,
     warmup: int = 5,
     max_copies: int = 32,
@@ -106,7 +117,10 @@ def bench(
     command: str = "",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build the suite and the variants, run them (GPU), return the results document."""
+    """Build the suite and the variants, run them (GPU), return the results document.
+
+    ``block_threads`` times every variant at those block sizes too; ``sources`` adds, per
+    ``(label, file)``, the variant ``label`` launching ``file`` (:mod:`.variants`)."""
     from teaal_loops.codegen.config import normalize_dtype
 
     entries = build_suite(
@@ -120,6 +134,7 @@ def bench(
     variants, wants_auto = variants_for(
         specs, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
     )
+    variants = with_experiments(variants, block_threads=block_threads, sources=sources)
     options = BenchOptions(
         entries=entries,
         variants=variants,
@@ -146,17 +161,21 @@ __all__ = [
     "Variant",
     "bench",
     "build_suite",
+    "check_output_path",
     "compulsory_bytes",
     "expand",
     "gbps",
     "library_specs",
     "load",
     "markdown",
+    "parse_block_threads",
+    "parse_sources",
     "parse_sweep",
     "plot",
     "roofline",
     "run_bench",
     "summarize",
     "variants_for",
+    "with_experiments",
     "write_json",
 ]

@@ -11,7 +11,7 @@ no duplicates (the canonical CSR that cuSPARSE and the generated kernels both ac
 The random streams of NumPy and CuPy differ, so the two modules give matrices of the same class
 and size, not the same matrix; each is reproducible for a given seed.
 
-Classes (the ones DESIGN.md section 7 uses for bandwidth claims):
+Classes (the ones the bandwidth claims of BENCHMARKS.md rest on):
 
 ``banded``   ``width`` nonzeros a row centred on the diagonal (clipped at the edges).
 ``uniform``  Poisson(nnz / rows) nonzeros a row, uniformly random columns.

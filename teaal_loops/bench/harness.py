@@ -7,16 +7,20 @@ For each matrix and dtype (a *case*):
    matrix, ``x`` and ``y`` together fit ``ROTATE_FACTOR`` times in the L2 cache, ``copies``
    identical sets are made and repetition ``i`` uses set ``i % copies``, so no repetition finds
    its inputs in L2 (at most ``max_copies`` sets; a matrix that small is launch-bound anyway).
-2. cuSPARSE through CuPy (``A @ x``, as users call it) gives the reference ``y`` and two times:
-   ``call`` (events around each call: what a Python loop sees) and ``kernel`` (queued behind a
-   spin kernel: device time alone). See :mod:`teaal_loops.bench.timing`.
+2. cuSPARSE through CuPy (``A @ x``, as users call it) gives the reference ``y`` and three
+   times: ``call`` (events around each call: what a Python loop sees), ``kernel`` (queued
+   behind a spin kernel: device time alone) and ``loop`` (wall clock of back-to-back calls:
+   the host overhead per call). See :mod:`teaal_loops.bench.timing`.
 3. Each variant is compiled once (per dtype), prepared on the matrix, validated against the
    reference (outputs poisoned with NaN first unless the schedule zeroes them; loops' rule
    ``|y - y_ref| <= atol + rtol |y_ref|``), warmed up and timed three ways:
    ``launch`` (the lean path ``Kernel.launch`` on pre-uploaded arrays and a pre-allocated ``y``,
    per-launch events: zeroing of ``y`` inside the interval for accumulating schedules, because
    a caller must pay it), ``kernel`` (the same work queued behind a spin: device time including
-   that zeroing) and ``call`` (``kernel(prepared, x)``, the convenient call that allocates ``y``).
+   that zeroing) and ``call`` (``kernel(prepared, x)``, the convenient call that allocates ``y``);
+   ``loop`` gives the wall-clock cost per call of both the lean launch and the convenient call.
+   A variant may run at another block size, or launch a source file or a patched source with
+   the generated kernel's arguments (:mod:`teaal_loops.bench.variants`).
 4. ``auto`` picks a variant from the row statistics; if that exact variant was not in the set it
    is timed as well. ``best`` is the valid variant with the lowest ``kernel`` time.
 
@@ -26,30 +30,31 @@ Results are written as JSON after every case, so a run that is stopped keeps wha
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from teaal_loops.bench import records
+from teaal_loops.bench.loading import load_entry
 from teaal_loops.bench.progress import Progress
-from teaal_loops.bench.roofline import compulsory_bytes, roofline
+from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
-from teaal_loops.bench.variants import Variant
+from teaal_loops.bench.variants import Variant, compile_variant, prepare_variant
 from teaal_loops.errors import TeaalLoopsError
 
 SCHEMA = "teaal-loops-bench/1"
 ROTATE_FACTOR = 3.0  # inputs are rotated until the sets span this many L2 caches
-ATOL, RTOL = 1e-2, 1e-3  # loops' --validate tolerances (DESIGN.md section 6)
+ATOL, RTOL = 1e-2, 1e-3  # the loops library's --validate tolerances
 SLOW_FACTOR = 10.0  # a variant this much slower than cuSPARSE ...
 SLOW_MS = 20.0  # ... and slower than this per launch is timed with CAPPED_REPS only
 CAPPED_REPS = 3
 INT32_MAX = 2**31 - 1
+LOOP_CALLS = 200  # back-to-back calls of the loop timing (host overhead) ...
+LOOP_BUDGET_MS = 20.0  # ... fewer where they would take longer than this
 
 
 @dataclass
@@ -84,7 +89,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
         "schema": SCHEMA,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": options.command,
-        "device": _device_json(cp, device),
+        "device": records.device_json(cp, device),
         "host": {"python": platform.python_version(), "machine": platform.machine()},
         "settings": {
             "reps": options.reps,
@@ -102,6 +107,9 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
                 "(device time only)",
                 "launch": "generated kernel: lean path Kernel.launch on pre-uploaded arrays, "
                 "per-launch events (zeroing of y included for accumulating schedules)",
+                "loop": "wall-clock time of back-to-back calls (lean launch, convenient call, "
+                "cuSPARSE's A @ x) with one synchronisation at the end, per call: the host "
+                "overhead a Python loop pays where it exceeds the GPU work",
             },
             **options.extra,
         },
@@ -125,51 +133,20 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
             doc["cases"].append({"matrix": entry.name, "group": entry.group, "error": str(err)})
         except Exception as err:  # a bug or an out-of-memory: record it, go on with the next
             doc["cases"].append({"matrix": entry.name, "group": entry.group, "bug": True,
-                                 "error": f"{type(err).__name__}: {_first_line(err)}"})
+                                 "error": f"{type(err).__name__}: {records.first_line(err)}"})
         finally:
             cp.get_default_memory_pool().free_all_blocks()
         doc["elapsed_s"] = round(time.perf_counter() - started, 1)
         if options.json_path:
-            write_json(doc, options.json_path)
+            records.write_json(doc, options.json_path)
     from teaal_loops.bench.results import summarize
 
     doc["summary"] = summarize(doc)
     if progress:
         progress.finish()
     if options.json_path:
-        write_json(doc, options.json_path)
+        records.write_json(doc, options.json_path)
     return doc
-
-
-def write_json(doc: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
-    tmp.replace(path)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def _device_json(cp: Any, device: Any) -> dict[str, Any]:
-    free, total = cp.cuda.runtime.memGetInfo()
-    return {
-        "name": device.name,
-        "sm_count": device.sm_count,
-        "l2_bytes": device.l2_bytes,
-        "memory_bytes": int(total),
-        "driver_version": int(cp.cuda.runtime.driverGetVersion()),
-        "runtime_version": int(cp.cuda.runtime.runtimeGetVersion()),
-        "cupy_version": str(cp.__version__),
-        "compute_capability": str(cp.cuda.Device().compute_capability),
-    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,7 +173,7 @@ class _Runner:
     # -- matrices -----------------------------------------------------------------------
     def run_entry(self, entry: MatrixEntry) -> list[dict[str, Any]]:
         t0 = time.perf_counter()
-        indptr, indices, data, shape, stats = self._load(entry)
+        indptr, indices, data, shape, stats = load_entry(self.cp, entry, self.options.seed)
         load_s = time.perf_counter() - t0
         cases = []
         for dtype in self.options.dtypes:
@@ -206,44 +183,6 @@ class _Runner:
             )
             del values
         return cases
-
-    def _load(self, entry: MatrixEntry) -> tuple[Any, Any, Any, tuple[int, int], Any]:
-        cp = self.cp
-        if entry.origin == "gpu":
-            from teaal_loops.bench import generate
-
-            fn: Any = generate.GENERATORS[entry.generator or ""]
-            indptr, indices, data = fn(cp, seed=self.options.seed, **dict(entry.options))
-            n = len(indptr) - 1
-            shape = (n, n)
-            from teaal_loops.auto import device_row_stats
-
-            stats = device_row_stats(cp, indptr, shape[1])
-            return indptr, indices, data, shape, stats
-        from teaal_loops import matrix
-        from teaal_loops.matrix.stats import row_stats
-
-        if entry.origin == "file":
-            host = matrix.read_matrix_market(str(entry.path))
-        else:
-            host = matrix.synthetic_from_string(entry.text or "")
-        host = matrix.as_csr(host)
-        if host.nnz and np.all(host.data == host.data[0]):
-            # pattern files (all ones): random values, so a wrong row or column cannot hide
-            rng = np.random.default_rng(self.options.seed)
-            host.data = rng.uniform(-1.0, 1.0, host.nnz)
-        stats = row_stats(host)
-        if host.indptr[-1] > 2**31 - 1:
-            raise TeaalLoopsError(
-                f"{entry.name}: over 2**31 nonzeros; cuSPARSE through CuPy needs int32 offsets"
-            )
-        return (
-            cp.asarray(host.indptr.astype(np.int32)),
-            cp.asarray(host.indices.astype(np.int32)),
-            cp.asarray(host.data),
-            (int(host.shape[0]), int(host.shape[1])),
-            stats,
-        )
 
     # -- one matrix and dtype -------------------------------------------------------------
     def _run_case(
@@ -282,7 +221,7 @@ class _Runner:
             "rows": rows,
             "cols": cols,
             "nnz": nnz,
-            "stats": _stats_json(stats),
+            "stats": records.stats_json(stats),
             "compulsory_bytes": nbytes,
             "working_set_bytes": working_set,
             "copies": copies,
@@ -314,12 +253,12 @@ class _Runner:
             results.append(result)
             if self.progress:
                 self.progress.advance()
-                self.progress.detail(_variant_line(result))
+                self.progress.detail(records.variant_line(result))
         case["results"] = results
-        _add_speedups(case)
+        records.add_speedups(case)
         if self.progress:
             self.progress.advance()
-            self.progress.note(_case_line(case))
+            self.progress.note(records.case_line(case))
         del mats, xs, y_ref
         return case
 
@@ -336,25 +275,22 @@ class _Runner:
         y_ref = mats[0] @ xs[0]
         call = timer.per_call(op, options.reps)
         kernel = timer.queued(op, options.reps, host_ms_per_rep=call.host_ms / options.reps)
+        calls = loop_calls(options.reps, call.median)
         out = {
             "call": call.as_dict(),
             "kernel": {**kernel.as_dict(), "queued": kernel.queued},
             "host_ms_per_call": call.host_ms / options.reps,
+            "loop": {"call_ms": timer.loop(op, calls), "calls": calls},
             "what": "cupyx.scipy.sparse.csr_matrix @ cupy vector (cusparseSpMV through CuPy)",
         }
-        out.update(_roof(nbytes, kernel.median, self.copy_gbps))
+        out.update(records.roof(nbytes, kernel.median, self.copy_gbps))
         return y_ref, out
 
     def _kernel(self, variant: Variant, dtype: str) -> Any:
-        from teaal_loops.pipeline import compile as compile_kernel
-
         key = (f"{variant.spec}|{variant.label}|{variant.layout}", dtype)
         kernel = self.kernels.get(key)
         if kernel is None:
-            kernel = compile_kernel(
-                variant.spec, layout=variant.layout, dtype=dtype, params=dict(variant.params)
-            )
-            self.kernels[key] = kernel
+            kernel = self.kernels[key] = compile_variant(variant, dtype)
         return kernel
 
     def _run_variant(
@@ -379,7 +315,7 @@ class _Runner:
         except TeaalLoopsError as err:
             result["error"] = str(err)
         except Exception as err:  # a template or runtime bug: record it, keep benchmarking
-            result["error"] = f"{type(err).__name__}: {_first_line(err)}"
+            result["error"] = f"{type(err).__name__}: {records.first_line(err)}"
             result["bug"] = True
         return result
 
@@ -395,12 +331,12 @@ class _Runner:
     ) -> dict[str, Any]:
         timer, options, k = self.timer, self.options, len(mats)
         kernel = self._kernel(variant, dtype)
-        prepared = [kernel.prepare(m) for m in mats]
+        prepared = prepare_variant(kernel, variant, mats)
         p0 = prepared[0]
         out: dict[str, Any] = {
             "schedule": kernel.kind,
             "accumulates": bool(p0.accumulates),
-            "bound": _bound_json(p0),
+            "bound": records.bound_json(p0),
         }
         threads = p0.bound.launch.total_threads
         if p0.bound.index_bits == 32 and threads > INT32_MAX:
@@ -441,7 +377,10 @@ class _Runner:
         out["kernel"] = {**queued.as_dict(), "queued": queued.queued}
         out["call"] = called.as_dict()
         out["host_ms_per_launch"] = lean.host_ms / reps
-        out.update(_roof(nbytes, queued.median, self.copy_gbps))
+        calls = loop_calls(reps, probe)
+        out["loop"] = {"launch_ms": timer.loop(launch, calls), "call_ms": timer.loop(call, calls),
+                       "calls": calls}
+        out.update(records.roof(nbytes, queued.median, self.copy_gbps))
         return out
 
     def _validate(self, kernel: Any, prepared: Any, x: Any, y_ref: Any) -> dict[str, Any]:
@@ -468,84 +407,17 @@ class _Runner:
 # --------------------------------------------------------------------------------------------
 
 
+def loop_calls(reps: int, ms_per_call: float) -> int:
+    """Calls for the ``loop`` timing: LOOP_CALLS, fewer for slow calls (LOOP_BUDGET_MS), at
+    least ``reps``."""
+    if not ms_per_call or ms_per_call <= 0 or math.isnan(ms_per_call):
+        return reps
+    return max(reps, min(LOOP_CALLS, int(LOOP_BUDGET_MS / ms_per_call)))
+
+
 def rotation_copies(working_set: int, l2_bytes: int, max_copies: int) -> int:
     """Input sets to rotate so that they span ROTATE_FACTOR x L2 (1 if one set already does)."""
     if working_set <= 0:
         return 1
     need = math.ceil(ROTATE_FACTOR * l2_bytes / working_set)
     return int(max(1, min(max_copies, need)))
-
-
-def _stats_json(stats: Any) -> dict[str, Any]:
-    keys = ("rows", "cols", "nnz", "mean", "max", "min", "std", "cv", "empty_rows", "p50", "p90",
-            "p99")
-    return {k: getattr(stats, k) for k in keys if hasattr(stats, k)}
-
-
-def _bound_json(prepared: Any) -> dict[str, Any]:
-    from teaal_loops.schedules import describe_sizes
-
-    out = describe_sizes(prepared.bound)
-    out["group_size"] = prepared.bound.group_size
-    out["index_bits"] = prepared.bound.index_bits
-    return {k: int(v) for k, v in out.items()}
-
-
-def _roof(nbytes: int, ms: float, copy_gbps: float) -> dict[str, Any]:
-    if not ms or ms <= 0 or math.isnan(ms):
-        return {"gbps": None, "copy_fraction": None}
-    r = roofline(nbytes, ms, copy_gbps)
-    return {"gbps": r.gbps, "copy_fraction": r.copy_fraction}
-
-
-def _add_speedups(case: dict[str, Any]) -> None:
-    """Per result: cuSPARSE's time over ours, as called (lean launch) and device-only."""
-    cs = case["cusparse"]
-    for r in case["results"]:
-        if "kernel" not in r:
-            continue
-        r["speedup_called"] = _ratio(cs["call"]["median_ms"], r["launch"]["median_ms"])
-        r["speedup_kernel"] = _ratio(cs["kernel"]["median_ms"], r["kernel"]["median_ms"])
-    from teaal_loops.bench.results import case_best_and_auto
-
-    case.update(case_best_and_auto(case))
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
-        return None
-    return a / b
-
-
-def _case_line(case: dict[str, Any]) -> str:
-    best = case.get("best") or {}
-    auto = case.get("auto") or {}
-    sp = best.get("speedup_called")
-    over = auto.get("over_best")
-    return (
-        f"{case['matrix']} ({case['dtype']}): best {best.get('label', '-')} "
-        f"{_fmt(best.get('kernel_ms'), 1e3, 'us')}, "
-        f"x{sp:.2f} vs cuSPARSE as called" if sp else f"{case['matrix']}: no valid result"
-    ) + (f"; auto {auto.get('label')} {over:.2f}x best" if over else "")
-
-
-def _variant_line(r: dict[str, Any]) -> str:
-    if "kernel" not in r:
-        return f"  {r['label']}: {r.get('error') or r.get('skipped') or 'not timed'}"
-    flags = ("" if r.get("valid") else " INVALID") + (" capped" if r.get("capped") else "")
-    return (
-        f"  {r['label']}: kernel {r['kernel']['median_ms'] * 1e3:.1f} us, launch "
-        f"{r['launch']['median_ms'] * 1e3:.1f} us{flags}"
-    )
-
-
-def _fmt(value: float | None, scale: float, unit: str) -> str:
-    return "-" if value is None else f"{value * scale:.1f} {unit}"
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-Callback = Callable[[str], None]

@@ -200,12 +200,40 @@ def _timing_notes(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def tick_label(value: float) -> str:
+    """A tick of the speedup axis as a plain number: ``0.5``, ``2``, ``10``."""
+    return f"{value:g}" if value > 0 else ""
+
+
+def minor_tick_label(value: float) -> str:
+    """Minor ticks of the log axis: only the 2s and 5s of each decade, so labels never crowd."""
+    if value <= 0:
+        return ""
+    leading = value / 10 ** math.floor(math.log10(value) + 1e-9)
+    return tick_label(value) if round(leading, 6) in (2.0, 5.0) else ""
+
+
 def plot(doc: dict[str, Any], path: str | Path) -> Path:
     """Speedup over cuSPARSE and achieved GB/s per matrix, as a PNG at ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(doc)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(out, dpi=110)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def figure(doc: dict[str, Any]) -> Any:
+    """The matplotlib figure :func:`plot` saves (Agg backend: no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     cases = [c for c in doc.get("cases", []) if c.get("best")]
     names = [f"{c['matrix']}" + ("" if c["dtype"] == "float32" else " (f64)") for c in cases]
@@ -232,6 +260,9 @@ def plot(doc: dict[str, Any], path: str | Path) -> Path:
     ax1.axhline(2.0, color="gray", lw=0.8, ls="--")
     if any(v > 0 for v in best_called + best_kernel):
         ax1.set_yscale("log")
+        # plain numbers (0.5, 1, 2) on the log axis, not matplotlib's "2x10^0"
+        ax1.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tick_label(value)))
+        ax1.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: minor_tick_label(value)))
     ax1.set_ylabel("speedup over cuSPARSE (x)")
     ax1.set_xticks(list(xs))
     ax1.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
@@ -247,8 +278,4 @@ def plot(doc: dict[str, Any], path: str | Path) -> Path:
     ax2.set_xticks(list(xs))
     ax2.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
     ax2.legend(fontsize=8)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig

@@ -12,7 +12,7 @@ Definitions:
   device time over the variant's.
 * ``auto.over_best``: the auto choice's ``kernel`` time over the best's.
 
-Targets (float32 cases only; DESIGN.md and the benchmark issue):
+Targets (float32 cases only; the project's performance goals):
 
 * corpus: best ``speedup_called`` >= 2 on every corpus matrix;
 * large: best ``speedup_kernel`` >= 1 on each large class, and the banded class's best reaches
@@ -22,7 +22,6 @@ Targets (float32 cases only; DESIGN.md and the benchmark issue):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,15 +35,13 @@ AUTO_SHARE = 0.9
 TARGET_DTYPE = "float32"
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """A results document from ``.json`` or gzip-compressed ``.json.gz``."""
-    p = Path(path)
-    if p.name.endswith(".gz"):
-        import gzip
+def load(path: str | Path, *, need_stats: bool = False) -> dict[str, Any]:
+    """A results document from ``.json`` or gzip-compressed ``.json.gz``, checked field by field
+    (:mod:`teaal_loops.bench.schema`): a wrong file is one :class:`BenchResultsError` line."""
+    from teaal_loops.bench.schema import check_document, read_document
 
-        doc: dict[str, Any] = json.loads(gzip.decompress(p.read_bytes()).decode())
-    else:
-        doc = json.loads(p.read_text())
+    doc = read_document(path)
+    check_document(doc, str(path), need_stats=need_stats)
     return doc
 
 

@@ -1,4 +1,4 @@
-"""The compulsory-bytes roofline of CSR SpMV (DESIGN.md section 7).
+"""The compulsory-bytes roofline of CSR SpMV: the bytes a kernel must move, and its share.
 
 An SpMV ``y = A x`` must read every stored value and column index once, the row offsets once,
 the vector ``x`` once (at least: a column that is touched at all), and write ``y`` once:

@@ -8,8 +8,8 @@ Suites (``--suite``, repeatable):
     working directory or the checkout, or the shared corpus beside the checkout: the first one
     that holds matrix files).
 ``large``
-    The four synthetic classes of DESIGN.md section 7, each over a gigabyte of float32 CSR so
-    that no cache holds it, generated on the GPU (:mod:`teaal_loops.bench.generate`):
+    Four synthetic structure classes, each over a gigabyte of float32 CSR so that no cache
+    holds it, generated on the GPU (:mod:`teaal_loops.bench.generate`):
     banded (2**23 rows x 32 a row, 268M nonzeros), uniform (2**23 rows, 134M), rmat (scale 23,
     160M edges before merging duplicates) and longrows (2**22 rows, 134M; 128 rows of ~1M).
     ``--large-scale F`` shrinks rows and nonzeros by F (for smoke runs).

@@ -17,8 +17,15 @@ Two ways to time a callable ``op(i)`` (``i`` = repetition, used to rotate inputs
     and, failing that, reported as not queued. A call that synchronises with the host inside
     ``op`` cannot be queued and is reported so.
 
+``loop``  ("loop")
+    Wall-clock time of many calls issued back to back with one synchronisation at the end,
+    divided by their number: the rate a Python loop calling ``op`` sustains. Where the host is
+    slower than the GPU this is the host overhead of one call (what cuSPARSE through CuPy, the
+    convenient call and the lean launch each cost the caller); otherwise the device time.
+
 ``before(i)`` runs outside the timed interval (e.g. to poison an output), ``op(i)`` inside.
-Every function returns per-repetition milliseconds; callers report the median.
+``per_call`` and ``queued`` return per-repetition milliseconds (callers report the median);
+``loop`` returns the mean milliseconds per call.
 """
 
 from __future__ import annotations
@@ -135,6 +142,15 @@ class Timer:
                 break
             spin_ms = 2.0 * host + 1.0
         return Samples(ms, queued=False, host_ms=host)
+
+    def loop(self, op: Callable[[int], Any], calls: int) -> float:
+        """Milliseconds per call of ``calls`` back-to-back calls, synchronised once at the end."""
+        self.cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for i in range(calls):
+            op(i)
+        self.cp.cuda.Device().synchronize()
+        return (time.perf_counter() - t0) * 1e3 / max(calls, 1)
 
     def probe(self, op: Callable[[int], Any]) -> float:
         """Milliseconds of one call, synchronised (to decide how often to repeat a slow one)."""

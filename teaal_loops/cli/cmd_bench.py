@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from teaal_loops.cli.common import DTYPES, parse_params
@@ -15,7 +16,8 @@ ORDER = 60
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "bench",
-        help="benchmark generated schedules against cuSPARSE (needs a GPU, except --report)",
+        help="benchmark generated schedules against cuSPARSE (needs a GPU but for --report and "
+        "--fit-auto)",
         description=(
             "Run specs x layouts x dtypes over a suite of matrices against cuSPARSE (CuPy's "
             "A @ x) in the same process: CUDA events, warm-up, medians, outputs re-zeroed where a "
@@ -62,12 +64,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="most input copies rotated to defeat the L2 cache (default 32)")
     p.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="start no new matrix after this long (the JSON says what was skipped)")
-    p.add_argument("-o", "--output", type=Path, default=Path("bench-results.json"),
-                   help="results JSON (default bench-results.json)")
+    p.add_argument("--block-threads", action="append", default=[], metavar="N[,N...]",
+                   help="also time every variant at these thread-block sizes (label @tN)")
+    p.add_argument("--source", action="append", default=[], metavar="LABEL=FILE",
+                   help="also time variant LABEL launching FILE's CUDA (e.g. the same spec "
+                   "generated at an earlier commit) with the same arguments (repeatable)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE",
+                   help="results JSON (default bench-results.json); with --fit-auto the "
+                   "constants file (default: the one auto reads, teaal_loops/auto_constants.json)")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="also write a markdown report")
     p.add_argument("--plot", type=Path, metavar="FILE", help="also write a PNG plot")
     p.add_argument("--report", type=Path, metavar="JSON",
                    help="no GPU: regenerate --markdown / --plot from an existing results JSON")
+    p.add_argument("--fit-auto", type=Path, metavar="JSON",
+                   help="no GPU: refit auto's constants to a results JSON's measured times and "
+                   "write the constants file (see teaal_loops.bench.fit_auto)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
@@ -76,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
     from teaal_loops import bench
     from teaal_loops.errors import TeaalLoopsError
 
+    if args.fit_auto:
+        return _fit_auto(args)
+    for path in (args.output, args.markdown, args.plot):
+        if path is not None:
+            bench.check_output_path(path)
     if args.report:
         doc = bench.load(args.report)
     else:
@@ -86,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             sweeps = {}
         suites = args.suite or ([] if args.matrix or args.synthetic else ["corpus"])
         progress = bench.Progress(enabled=not args.quiet)
+        output = args.output or Path("bench-results.json")
         doc = bench.bench(
             args.specs,
             suites=suites,
@@ -100,25 +117,67 @@ def run(args: argparse.Namespace) -> int:
             params=parse_params(args.param),
             schedule=args.schedule,
             auto=not args.no_auto,
+            block_threads=bench.parse_block_threads(args.block_threads),
+            sources=bench.parse_sources(args.source),
             reps=args.reps,
             warmup=args.warmup,
             max_copies=args.max_copies,
             time_budget_s=args.time_budget,
-            json_path=args.output,
+            json_path=output,
             command="teaal-loops " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             progress=progress,
         )
-        print(f"results: {args.output}", file=sys.stderr)
+        print(f"results: {output}", file=sys.stderr)
     plot_name = None
     if args.plot:
-        bench.plot(doc, args.plot)
+        _writing(args.plot, lambda: bench.plot(doc, args.plot))
         plot_name = args.plot.name
         print(f"plot: {args.plot}", file=sys.stderr)
     text = bench.markdown(doc, plot_name=plot_name)
     if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(text)
+        _writing(args.markdown, lambda: _write_text(args.markdown, text))
         print(f"markdown: {args.markdown}", file=sys.stderr)
     else:
         print(text)
     return 0
+
+
+def _fit_auto(args: argparse.Namespace) -> int:
+    """``--fit-auto JSON``: refit auto's constants, write them, say what moved."""
+    from teaal_loops import auto, bench
+    from teaal_loops.bench import fit_auto
+    from teaal_loops.errors import TeaalLoopsError
+
+    if args.report or args.markdown or args.plot:
+        raise TeaalLoopsError("--fit-auto writes only the constants file: drop --report, "
+                              "--markdown and --plot")
+    output = args.output or auto.CONSTANTS_FILE
+    bench.check_output_path(output)
+    doc = bench.load(args.fit_auto, need_stats=True)
+    start = auto.constants()
+    result, record = fit_auto.fit_document(doc, str(args.fit_auto))
+    _writing(output, lambda: fit_auto.write_constants(result, record, output))
+    before, after = result.before, result.after
+    print(f"auto within {fit_auto.FIT_SLACK:.2f}x of the best: {before.within}/{before.of} -> "
+          f"{after.within}/{after.of} (geomean over best {before.geomean_ratio:.3f} -> "
+          f"{after.geomean_ratio:.3f}), {result.rounds} rounds")
+    for name, (old, new) in result.changed(start).items():
+        print(f"  {name}: {old} -> {new}")
+    print(f"constants: {output}")
+    return 0
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _writing(path: Path, write: Callable[[], object]) -> None:
+    """Run ``write``; an OS error (a full disk, a parent that is a file) is one line."""
+    from teaal_loops.errors import Location, TeaalLoopsError
+
+    try:
+        write()
+    except OSError as err:
+        raise TeaalLoopsError(f"cannot write: {err.strerror or err}",
+                              location=Location(str(path))) from None

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from teaal_loops.bench.large_validation import parse_count
 from teaal_loops.cli.common import (
     DTYPES,
     add_dtype_option,
@@ -26,7 +27,6 @@ from teaal_loops.cli.common import (
     load_matrix_from_args,
     parse_params,
 )
-from teaal_loops.errors import ParameterError
 
 ORDER = 45
 MAX_NNZ = 200_000
@@ -63,10 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--max-nnz",
-        type=int,
-        default=MAX_NNZ,
+        default=str(MAX_NNZ),
         metavar="N",
-        help=f"largest matrix the reference runs on (default {MAX_NNZ})",
+        help=f"largest matrix the reference runs on, e.g. 200000 or 2e5 (default {MAX_NNZ})",
     )
     add_seed_option(p)
     p.set_defaults(func=run)
@@ -81,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from teaal_loops.schedules import bind
     from teaal_loops.spec import load_spec
 
-    if args.max_nnz < 0:
-        raise ParameterError("--max-nnz must not be negative")
+    args.max_nnz = parse_count(args.max_nnz, "--max-nnz")
     spec = load_spec(args.spec)
     params = parse_params(args.param)
     schedule = lower(spec, params=params)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from teaal_loops.codegen import make_config, render
+from teaal_loops.errors import spec_errors
 from teaal_loops.ir.model import Schedule
 from teaal_loops.lowering import lower
 from teaal_loops.runtime import Kernel
@@ -29,8 +30,11 @@ def load_schedule(
     params: Mapping[str, int] | None = None,
     layout: str | None = None,
 ) -> Schedule:
-    """Parse (if given a path) and lower one spec."""
-    return lower(read_spec(spec), params=dict(params or {}), layout=layout)
+    """Parse (if given a path) and lower one spec; an error the spec's values caused points
+    at the value (its key path located in the spec)."""
+    parsed = read_spec(spec)
+    with spec_errors(parsed):
+        return lower(parsed, params=dict(params or {}), layout=layout)
 
 
 def kernel_source(

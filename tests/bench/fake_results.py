@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teaal_loops.bench.harness import SCHEMA, _add_speedups
+from teaal_loops.bench.harness import SCHEMA
+from teaal_loops.bench.records import add_speedups
 
 
 def timing(ms: float, reps: int = 25) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def case(name: str, group: str, cusparse_call: float, cusparse_kernel: float,
     auto = next((r for r in results if r.get("auto")), None)
     if auto:
         c["auto_choice"] = {"label": auto["label"], "rule": rule, "reason": "because"}
-    _add_speedups(c)
+    add_speedups(c)
     return c
 
 

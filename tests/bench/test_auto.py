@@ -87,7 +87,7 @@ def test_small_matrices_use_the_measured_fastest_family() -> None:
        b=st.integers(1, 5000))
 def test_longer_rows_never_shrink_the_group(rows: int, mean: float, a: int, b: int) -> None:
     nnz = int(rows * mean)
-    if nnz >= auto.THROUGHPUT_WAVES * RESIDENT:
+    if nnz >= auto.constants().THROUGHPUT_WAVES * RESIDENT:
         return
     low, high = sorted((a, b))
     small = auto.choose(stats(rows, nnz, max_row=max(low, 1)), H200)
@@ -133,9 +133,10 @@ def test_costs_name_every_candidate_and_the_choice_is_the_cheapest() -> None:
     assert auto.choose(s, H200).label == min(table, key=lambda k: table[k])
     # thread-mapped is a one-lane group without the reduction
     one = auto.group_cost(1, 30_000, 500, RESIDENT)
+    c = auto.constants()
     assert table["thread_mapped"] == pytest.approx(one)
-    assert one == pytest.approx(auto.CW * max(30_000 / RESIDENT, auto.MIN_WAVES)
-                                + auto.CI * 500 - auto.CT)
+    assert one == pytest.approx(c.CW * max(30_000 / RESIDENT, c.MIN_WAVES)
+                                + c.CI * 500 - c.CT)
 
 
 def test_label_names_the_spec_and_its_sorted_parameters() -> None:

@@ -40,3 +40,71 @@ def test_tiny_bench_runs_every_schedule_and_validates(tmp_path: Path) -> None:
             assert r["kernel"]["median_ms"] > 0 and r["launch"]["median_ms"] > 0
         assert case["best"] is not None and case["auto"]["over_best"] >= 1.0
     assert "uniform" in markdown(doc)
+
+
+@pytest.mark.gpu
+def test_experiments_time_block_sizes_and_source_files_with_the_loop_timing(
+    tmp_path: Path,
+) -> None:
+    _require_gpu()
+    from teaal_loops.bench.variants import Variant, with_experiments
+    from teaal_loops.cli import main
+    from tests.conftest import REPO
+
+    spec = REPO / "specs" / "merge_path.yaml"
+    old = tmp_path / "old.cu"
+    assert main(["generate", str(spec), "-o", str(old)]) == 0  # the same kernel, from a file
+    doc = bench(
+        [spec],
+        suites=(),
+        synthetic=["uniform:rows=3000,nnz=30000,seed=1"],
+        block_threads=(256,),
+        sources=[("merge_path", old)],
+        auto=False,
+        reps=5,
+        warmup=1,
+    )
+    by = {r["label"]: r for r in doc["cases"][0]["results"]}
+    assert set(by) == {"merge_path", "merge_path@t256", "merge_path+old.cu"}
+    assert by["merge_path@t256"]["bound"]["threads_per_block"] == 256
+    for r in by.values():
+        assert r["valid"], r
+        assert r["loop"]["launch_ms"] > 0 and r["loop"]["call_ms"] > 0
+    assert doc["cases"][0]["cusparse"]["loop"]["call_ms"] > 0
+    assert with_experiments([Variant(spec)], block_threads=(256,))[1].block_threads == 256
+
+
+@pytest.mark.gpu
+def test_validate_command_checks_a_small_run_and_writes_json(tmp_path: Path) -> None:
+    _require_gpu()
+    import json
+
+    from teaal_loops.cli import main
+
+    out = tmp_path / "v.json"
+    rc = main(["validate", "--max-nnz", "2e5", "--kind", "uniform", "--kind", "longrows",
+               "--spec", "merge_path", "--spec", "group_mapped_block", "--dtype", "f32",
+               "-o", str(out)])
+    doc = json.loads(out.read_text())
+    assert rc == 0 and doc["failed"] == 0 and doc["of"] == 4
+    for case in doc["cases"]:
+        assert case["verdict"] == "NOT_A_BUG" and case["repeat_ok"] and case["trace_ok"]
+
+
+@pytest.mark.gpu
+def test_profile_command_launches_and_compares_with_cusparse(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _require_gpu()
+    from teaal_loops.cli import main
+
+    rc = main(["profile", "--synthetic", "rmat:rows=4096,nnz=40000,seed=3", "--cusparse",
+               "--variant", "merge_path[ITEMS_PER_THREAD=16]", "--variant", "thread_mapped@t256"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = {line.split(":")[0]: line for line in out.splitlines()}
+    assert "x 256 threads" in lines["thread_mapped@t256"]
+    for label in ("merge_path[ITEMS_PER_THREAD=16]", "thread_mapped@t256"):
+        error = float(lines[label].rsplit("=", 1)[1])
+        assert error < 1e-3, lines[label]
+    assert "cuSPARSE (A @ x): 3 launches" in out

@@ -100,3 +100,120 @@ def test_cli_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert "large-scale" in err and "Traceback" not in err
     assert main(["bench", "--sweep", "BLOCK_SIZE=x", "--report", "/nonexistent.json"]) == 2
+
+
+def test_the_committed_benchmark_passes_the_schema_check() -> None:
+    from teaal_loops.bench import load
+    from tests.conftest import REPO
+
+    doc = load(REPO / "BENCHMARKS.json.gz", need_stats=True)
+    assert len(doc["cases"]) == 30
+
+
+def _broken(edit: object) -> dict[str, object]:
+    doc = json.loads(json.dumps(document()))
+    edit(doc)  # type: ignore[operator]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.pop("schema"), "schema: missing"),
+        (lambda d: d.update(schema="other/1"), "schema: expected 'teaal-loops-bench/<version>'"),
+        (lambda d: d["device"].pop("name"), "device.name: missing"),
+        (lambda d: d.update(cases={}), "cases: expected a list"),
+        (lambda d: d["cases"][1].pop("rows"), "cases[1].rows: missing"),
+        (lambda d: d["cases"][1].update(nnz=1.5), "cases[1].nnz: expected an integer"),
+        (lambda d: d["cases"][0]["cusparse"]["kernel"].pop("median_ms"),
+         "cases[0].cusparse.kernel.median_ms: missing"),
+        (lambda d: d["cases"][0]["results"][2].update(kernel={"median_ms": "7"}),
+         "cases[0].results[2].kernel.median_ms: expected a number or null"),
+        (lambda d: d["cases"][0]["results"][1].pop("label"), "cases[0].results[1].label: missing"),
+        (lambda d: d["cases"][0]["results"][1].update(valid="yes"),
+         "cases[0].results[1].valid: expected true or false"),
+        (lambda d: d["cases"][2]["best"].update(speedup_called=[1]),
+         "cases[2].best.speedup_called: expected a number or null"),
+        (lambda d: d["cases"][0]["results"].append({"label": "x"}),
+         "cases[0].results[3]: neither timed"),
+    ],
+)
+def test_report_refuses_a_document_naming_the_first_wrong_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: object, message: str
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_broken(edit)))
+    assert main(["bench", "--report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: error: not a teaal-loops bench results document: ")
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"# not json\n", "not JSON"),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        (b"\xff\xfe\x00", "not JSON"),
+        (b"{}", "schema: missing"),
+    ],
+)
+def test_report_on_a_file_that_is_no_results_document_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    assert main(["bench", "--report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    gz = tmp_path / "r.json.gz"
+    gz.write_bytes(content)  # not gzip at all
+    assert main(["bench", "--report", str(gz)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_report_outputs_that_cannot_be_written_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(document()))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for flag in ("--markdown", "--plot"):
+        assert main(["bench", "--report", str(results), flag, str(blocker / "x")]) == 2
+        assert "is not a directory" in capsys.readouterr().err
+        assert main(["bench", "--report", str(results), flag, str(tmp_path)]) == 2
+        assert "is a directory" in capsys.readouterr().err
+
+
+def test_the_speedup_axis_has_plain_tick_labels() -> None:
+    import matplotlib.pyplot as plt
+
+    from teaal_loops.bench.report import figure, minor_tick_label, tick_label
+
+    assert [tick_label(v) for v in (0.5, 1.0, 2.0, 10.0)] == ["0.5", "1", "2", "10"]
+    assert [minor_tick_label(v) for v in (0.2, 0.3, 5.0, 7.0, 20.0)] == ["0.2", "", "5", "", "20"]
+    fig = figure(document())
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        assert ax.get_yscale() == "log"
+        labels = [t.get_text() for t in ax.yaxis.get_ticklabels(which="both") if t.get_text()]
+    finally:
+        plt.close(fig)
+    assert labels and "1" in labels
+    assert not any("10^" in t or "times" in t or "\\" in t for t in labels), labels
+    assert all(float(t) > 0 for t in labels)
+
+
+def test_results_that_cannot_be_written_are_one_error_naming_the_file(tmp_path: Path) -> None:
+    from teaal_loops.bench import write_json
+    from teaal_loops.errors import TeaalLoopsError
+
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "r.json"
+    with pytest.raises(TeaalLoopsError) as err:
+        write_json(document(), target)
+    assert str(err.value).startswith(f"{target}: error: cannot write")
+    write_json(document(), tmp_path / "ok" / "r.json")
+    assert json.loads((tmp_path / "ok" / "r.json").read_text())["schema"] == document()["schema"]

@@ -30,3 +30,17 @@ def test_an_unknown_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
         main(["explain", SPEC, "--no-such-flag"])
     assert info.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value, ok", [("1e8", True), ("2.5e5", True), ("1.5e0", False),
+                                       ("-3", False), ("1e400", False), ("lots", False)])
+def test_check_max_nnz_takes_counts_in_scientific_notation(
+    capsys: pytest.CaptureFixture[str], value: str, ok: bool
+) -> None:
+    rc = main(["check", SPEC, "--synthetic", SYNTH, "--max-nnz", value])
+    captured = capsys.readouterr()
+    if ok:
+        assert rc == 0 and "result: AGREE" in captured.out
+    else:
+        assert rc == 2 and "--max-nnz" in captured.err
+        assert len(captured.err.strip().splitlines()) == 1

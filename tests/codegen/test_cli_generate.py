@@ -76,9 +76,72 @@ def test_generate_errors_are_one_line(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_generate_a_folder_renders_every_spec_in_it(tmp_path: Path) -> None:
-    from tests.conftest import REPO
+def test_generate_a_folder_renders_every_spec_in_it_and_below(tmp_path: Path) -> None:
+    # README step 1: the whole library, the other layouts' specs (specs/layouts/) included
+    assert main(["generate", str(SPECS), "-o", str(tmp_path)]) == 0
+    specs = [*SPECS.glob("*.yaml"), *SPECS.glob("layouts/*/*.yaml")]
+    names = sorted(p.name for p in tmp_path.glob("*.cu"))
+    assert len(specs) == 19 and len(names) == len(specs)
+    assert "thread_mapped.csr.f32.cu" in names and "thread_mapped.csc.f32.cu" in names
 
-    assert main(["generate", str(REPO / "specs"), "-o", str(tmp_path)]) == 0
-    specs = sorted(p.stem for p in (REPO / "specs").glob("*.yaml"))
-    assert sorted(p.name.split(".")[0] for p in tmp_path.glob("*.cu")) == specs
+
+def _two_specs_of_one_name(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a" / "k.yaml", tmp_path / "b" / "k.yaml"
+    for path, source in ((a, "merge_path.yaml"), (b, "thread_mapped.yaml")):
+        path.parent.mkdir(parents=True)
+        path.write_text((SPECS / source).read_text())
+    return a, b
+
+
+def test_two_specs_writing_one_file_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _two_specs_of_one_name(tmp_path)
+    out = tmp_path / "out"
+    assert main(["generate", str(a), str(b), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{b}: error: writes k.csr.f32.cu, as {a} does")
+    assert not out.exists()  # nothing written, nothing overwritten
+    assert main(["generate", "--all", "--specs-dir", str(tmp_path), "-o", str(out)]) == 2
+    assert "writes k.csr.f32.cu, as" in capsys.readouterr().err
+    assert main(["generate", str(tmp_path), "-o", str(out)]) == 2  # the folder walk too
+    assert main(["generate", str(a), str(a), "-o", str(out)]) == 0  # one spec twice: once
+    assert [p.name for p in out.iterdir()] == ["k.csr.f32.cu"]
+
+
+def test_output_naming_a_cu_file_writes_that_one_kernel(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "mine.cu"
+    assert main(["generate", str(SPECS / "merge_path.yaml"), "--dtype", "f64", "-o", str(out)]) == 0
+    assert out.is_file() and "typedef double value_t;" in out.read_text()
+    assert main(["generate", str(SPECS / "thread_mapped.yaml"), "-o", str(out)]) == 0
+    assert "teaal_spmv_thread_mapped" in out.read_text()  # the file given is the file written
+    folder = tmp_path / "dir.cu"
+    folder.mkdir()  # an existing folder stays a folder, whatever its name
+    assert main(["generate", str(SPECS / "thread_mapped.yaml"), "-o", str(folder)]) == 0
+    assert (folder / "thread_mapped.csr.f32.cu").is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["{spec}", "--dtype", "both", "-o", "{tmp}/two.cu"],
+         "names one file, but 2 kernels would be written"),
+        (["{spec}", "{other}", "-o", "{tmp}/two.cu"], "2 kernels would be written"),
+        (["--all", "--specs-dir", "{specs}", "-o", "{tmp}/all.cu"], "--all writes 38 kernels"),
+        (["{spec}", "-o", "{file}"], "is a file, expected a folder"),
+        (["{spec}", "-o", "{file}/x.cu"], "is not a directory"),
+        (["{spec}", "-o", "{file}/sub"], "cannot write"),
+        (["{tmp}/empty"], "no *.yaml specs in this folder or below"),
+    ],
+)
+def test_outputs_that_cannot_be_written_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "file").write_text("")
+    (tmp_path / "empty").mkdir()
+    names = {"spec": str(SPECS / "merge_path.yaml"), "other": str(SPECS / "thread_mapped.yaml"),
+             "specs": str(SPECS), "tmp": str(tmp_path), "file": str(tmp_path / "file")}
+    assert main(["generate", *(a.format(**names) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "two.cu").exists() and not (tmp_path / "all.cu").exists()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teaal_loops.codegen.files import expected_files, output_name, write_files
+from teaal_loops.codegen.files import output_name, write_files
 from teaal_loops.codegen.render import REGENERATE_COMMAND
+from teaal_loops.pipeline.generate import expected_files
 
 REPO = Path(__file__).resolve().parents[2]
 

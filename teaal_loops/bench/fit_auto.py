@@ -1,0 +1,274 @@
+"""Refit the constants of :func:`teaal_loops.auto.choose` to a benchmark's measured times.
+
+    teaal-loops bench --fit-auto bench.json [-o teaal_loops/auto_constants.json]
+
+What is fitted: every constant of :class:`~teaal_loops.auto.AutoConstants` except ``CW`` (the
+latency model's unit: only ratios of its constants matter).
+
+Against what: the cases of a results document written by ``teaal-loops bench`` (every matrix and
+dtype that has row statistics and at least one valid, fully repeated variant). For a candidate
+set of constants, ``choose`` picks a variant for each case from the case's row statistics and
+the run's device; the pick is looked up among the case's measured variants (same spec, every
+parameter of the pick bound to the same value, explicitly or by the spec's default as the run
+recorded it in ``bound``). Its median device time over the case's best is its *ratio*; a pick
+the run did not time, or that failed there, counts as a ratio of :data:`MISSING_RATIO`.
+
+Objective, lexicographic: first the number of cases whose ratio is at most :data:`FIT_SLACK`
+(within 5% of the best variant), then the sum of the ratios' logarithms (the geometric mean of
+the ratios: smaller is better).
+
+How: coordinate search from the current constants. Each constant in turn tries the values of
+its grid (multiples of its current value from a quarter to four times, powers of two for sizes)
+and takes the one with the best objective, the nearest among equals; it moves only on a
+strict improvement, so constants the data cannot tell apart keep their values. Rounds repeat
+until one changes nothing (at most :data:`MAX_ROUNDS`). The fit is in-sample:
+confirm a refit with a fresh benchmark run before trusting it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teaal_loops import auto
+from teaal_loops.bench.results import timed
+
+FIT_SLACK = 1.05
+MISSING_RATIO = 2.0
+MAX_ROUNDS = 20
+SCALES = (0.9, 1.1, 0.8, 1.25, 2 / 3, 1.5, 0.5, 2.0, 0.25, 4.0)
+POW2_SIZES = (2, 4, 8, 16, 32)
+MERGE_ITEMS = (4, 8, 16, 32)
+ZERO_TRIES = (0.1, 0.25, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The row statistics :func:`teaal_loops.auto.choose` reads, from a case's ``stats``."""
+
+    rows: int
+    nnz: int
+    mean: float
+    max: int
+    cv: float
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One timed variant of a case: its spec, every bound parameter, its device time."""
+
+    spec: str
+    explicit: Mapping[str, int]
+    bound: Mapping[str, int]
+    ms: float
+
+
+@dataclass(frozen=True)
+class FitCase:
+    name: str  # "matrix (dtype)"
+    stats: Stats
+    variants: tuple[Measured, ...]
+    best_ms: float
+
+    def time_of(self, choice: auto.AutoChoice) -> float | None:
+        """The device time of the measured variant that is ``choice``, or None."""
+        times = [m.ms for m in self.variants if _is_choice(m, choice)]
+        return min(times) if times else None
+
+
+@dataclass(frozen=True)
+class Score:
+    within: int  # cases with ratio <= FIT_SLACK
+    of: int
+    log_ratio: float  # sum over cases of log(ratio)
+
+    def better_than(self, other: Score) -> bool:
+        if self.within != other.within:
+            return self.within > other.within
+        return self.log_ratio < other.log_ratio - 1e-9
+
+    @property
+    def geomean_ratio(self) -> float:
+        return math.exp(self.log_ratio / self.of) if self.of else 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"within_slack": self.within, "of": self.of,
+                "geomean_over_best": round(self.geomean_ratio, 4)}
+
+
+@dataclass(frozen=True)
+class FitResult:
+    constants: auto.AutoConstants
+    before: Score
+    after: Score
+    rounds: int
+
+    def changed(self, start: auto.AutoConstants) -> dict[str, tuple[float, float]]:
+        old, new = start.as_dict(), self.constants.as_dict()
+        return {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+
+
+def _is_choice(m: Measured, choice: auto.AutoChoice) -> bool:
+    if m.spec != choice.spec or not set(m.explicit) <= set(choice.params):
+        return False
+    return all(m.explicit.get(k, m.bound.get(k)) == v for k, v in choice.params.items())
+
+
+def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
+    """The cases of a checked results document that the fit can use (module docstring)."""
+    out = []
+    for case in doc.get("cases", []):
+        stats = case.get("stats")
+        if "error" in case or not stats:
+            continue
+        variants = tuple(
+            Measured(str(r.get("spec") or r["label"].split("[")[0]), dict(r.get("params") or {}),
+                     dict(r.get("bound") or {}), float(r["kernel"]["median_ms"]))
+            for r in case.get("results", [])
+            if timed(r) and r.get("layout", "csr") == "csr"
+        )
+        if not variants:
+            continue
+        out.append(FitCase(
+            f"{case['matrix']} ({case.get('dtype', '?')})",
+            Stats(int(stats["rows"]), int(stats["nnz"]), float(stats["mean"]), int(stats["max"]),
+                  float(stats["cv"])),
+            variants,
+            min(v.ms for v in variants),
+        ))
+    return out
+
+
+def device_of(doc: Mapping[str, Any]) -> auto.DeviceInfo:
+    dev = doc.get("device") or {}
+    sm_count = dev.get("sm_count")
+    if not isinstance(sm_count, int) or isinstance(sm_count, bool) or sm_count <= 0:
+        return auto.DeviceInfo.h100()
+    return auto.DeviceInfo(str(dev.get("name", "?")), sm_count)
+
+
+def ratio(case: FitCase, c: auto.AutoConstants, device: auto.DeviceInfo) -> float:
+    """The pick's device time over the case's best (:data:`MISSING_RATIO` if not measured)."""
+    ms = case.time_of(auto.choose(case.stats, device, c))
+    return MISSING_RATIO if ms is None else ms / case.best_ms
+
+
+def score(cases: Sequence[FitCase], c: auto.AutoConstants, device: auto.DeviceInfo) -> Score:
+    ratios = [ratio(case, c, device) for case in cases]
+    return Score(sum(r <= FIT_SLACK for r in ratios), len(ratios),
+                 sum(math.log(max(r, 1e-12)) for r in ratios))
+
+
+# -- the search --------------------------------------------------------------------------------
+
+
+def _scaled(value: float, integral: bool) -> list[float]:
+    """Multiples of ``value`` (3 significant digits), nearest first; a zero tries 0.1 to 1."""
+    out: list[float] = []
+    for raw in (value * s for s in SCALES) if value else ZERO_TRIES:
+        v = float(round(raw)) if integral else float(f"{raw:.3g}")
+        if v > 0 and v not in out and v != value:
+            out.append(v)
+    return out
+
+
+def _pow2(choices: Iterable[int]) -> Callable[[float], list[float]]:
+    return lambda value: sorted((float(v) for v in choices if v != value),
+                                key=lambda v: abs(math.log2(v / value)) if value > 0 else v)
+
+
+GRIDS: dict[str, Callable[[float], list[float]]] = {
+    "THROUGHPUT_WAVES": lambda v: _scaled(v, False),
+    "CI": lambda v: _scaled(v, False),
+    "CB": lambda v: [*_scaled(v, False), 0.0],
+    "MIN_WAVES": lambda v: _scaled(v, False),
+    "CF0": lambda v: [*_scaled(v, False), 0.0],
+    "CFS": lambda v: [*_scaled(v, False), 0.0],
+    "CFW": lambda v: _scaled(v, False),
+    "CT": lambda v: [*_scaled(v, False), 0.0],
+    "FLAT_WORK": _pow2(MERGE_ITEMS),
+    "FLAT_WORK_LARGE": _pow2(MERGE_ITEMS),
+    "FLAT_LARGE_NNZ": lambda v: _scaled(v, True),
+    "HIGH_CV": lambda v: _scaled(v, False),
+    "LONG_ROW": lambda v: _scaled(v, True),
+    "SKEW": lambda v: _scaled(v, False),
+    "LARGE_ITEMS_MIN": _pow2(MERGE_ITEMS),
+    "LARGE_ITEMS_MAX": _pow2(MERGE_ITEMS),
+    "LANE_WORK": lambda v: _scaled(v, False),
+    "MIN_LARGE_GROUP": _pow2(POW2_SIZES),
+}
+INTEGRAL = {"FLAT_WORK", "FLAT_WORK_LARGE", "FLAT_LARGE_NNZ", "LONG_ROW", "LARGE_ITEMS_MIN",
+            "LARGE_ITEMS_MAX", "MIN_LARGE_GROUP"}
+
+
+def fit(
+    cases: Sequence[FitCase],
+    device: auto.DeviceInfo,
+    start: auto.AutoConstants | None = None,
+) -> FitResult:
+    """Coordinate search for the constants with the best :func:`score` (module docstring)."""
+    from teaal_loops.errors import TeaalLoopsError
+
+    current = start or auto.constants()
+    before = best = score(cases, current, device)
+    rounds = 0
+    while rounds < MAX_ROUNDS:
+        rounds += 1
+        moved = False
+        for name, grid in GRIDS.items():
+            base = current
+            for candidate in grid(base.as_dict()[name]):
+                value = int(candidate) if name in INTEGRAL else candidate
+                try:
+                    trial = base.replace(**{name: value})
+                except TeaalLoopsError:  # out of range (e.g. LARGE_ITEMS_MIN > LARGE_ITEMS_MAX)
+                    continue
+                s = score(cases, trial, device)
+                if s.better_than(best):  # strictly better: among equals the nearest stays
+                    current, best, moved = trial, s, True
+        if not moved:
+            break
+    return FitResult(current, before, best, rounds)
+
+
+def fit_document(doc: Mapping[str, Any], source: str) -> tuple[FitResult, dict[str, Any]]:
+    """Fit to a checked results document; also the ``fitted_from`` record of the new file."""
+    from teaal_loops.errors import Location, TeaalLoopsError
+
+    cases = cases_of(doc)
+    if not cases:
+        raise TeaalLoopsError("no case has row statistics and a valid timed variant to fit to",
+                              location=Location(source))
+    device = device_of(doc)
+    result = fit(cases, device)
+    record = {
+        "results": Path(source).name,
+        "date": doc.get("date"),
+        "device": device.name,
+        "command": doc.get("command"),
+        "cases": len(cases),
+        "objective": f"most cases with auto's device time within {FIT_SLACK:.2f}x of the best "
+        f"measured variant, then the smallest geometric mean of auto over best (a pick not "
+        f"measured counts {MISSING_RATIO}x); in-sample",
+        "before": result.before.as_dict(),
+        "after": result.after.as_dict(),
+    }
+    return result, record
+
+
+def write_constants(result: FitResult, record: Mapping[str, Any], path: str | Path) -> Path:
+    """Write the constants file that :func:`teaal_loops.auto.constants` reads."""
+    import json
+
+    out = Path(path)
+    text = json.dumps(auto.constants_document(result.constants, record), indent=1) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    if out.resolve() == auto.CONSTANTS_FILE.resolve():
+        auto.constants.cache_clear()
+    return out

@@ -1,0 +1,142 @@
+"""The pieces of a results document: JSON of devices, statistics, bounds and speedups; log lines.
+
+:mod:`teaal_loops.bench.harness` measures; this module shapes what it measured into the
+document (the schema :mod:`teaal_loops.bench.schema` checks) and writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from teaal_loops.bench.roofline import roofline
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse, before any work, an output path that cannot be written as a file: a folder, or
+    a path under something that is not a folder (one line, no traceback later)."""
+    from teaal_loops.errors import Location, TeaalLoopsError
+
+    where = Location(str(path))
+    if path.is_dir():
+        raise TeaalLoopsError("is a directory, expected a file to write", location=where)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise TeaalLoopsError(f"{parent} is not a directory", location=where)
+            break
+
+
+def write_json(doc: dict[str, Any], path: Path) -> None:
+    """Write ``doc`` to ``path`` atomically (a temporary file, then a rename); an OS error, such
+    as a full disk, is one :class:`~teaal_loops.errors.TeaalLoopsError` line."""
+    from teaal_loops.errors import Location, TeaalLoopsError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=json_default) + "\n")
+        tmp.replace(path)
+    except OSError as err:
+        raise TeaalLoopsError(f"cannot write: {err.strerror or err}",
+                              location=Location(str(path))) from None
+
+
+def json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def device_json(cp: Any, device: Any) -> dict[str, Any]:
+    free, total = cp.cuda.runtime.memGetInfo()
+    return {
+        "name": device.name,
+        "sm_count": device.sm_count,
+        "l2_bytes": device.l2_bytes,
+        "memory_bytes": int(total),
+        "driver_version": int(cp.cuda.runtime.driverGetVersion()),
+        "runtime_version": int(cp.cuda.runtime.runtimeGetVersion()),
+        "cupy_version": str(cp.__version__),
+        "compute_capability": str(cp.cuda.Device().compute_capability),
+    }
+
+
+def stats_json(stats: Any) -> dict[str, Any]:
+    keys = ("rows", "cols", "nnz", "mean", "max", "min", "std", "cv", "empty_rows", "p50", "p90",
+            "p99")
+    return {k: getattr(stats, k) for k in keys if hasattr(stats, k)}
+
+
+def bound_json(prepared: Any) -> dict[str, Any]:
+    from teaal_loops.schedules import describe_sizes
+
+    out = describe_sizes(prepared.bound)
+    out["group_size"] = prepared.bound.group_size
+    out["index_bits"] = prepared.bound.index_bits
+    return {k: int(v) for k, v in out.items()}
+
+
+def roof(nbytes: int, ms: float, copy_gbps: float) -> dict[str, Any]:
+    if not ms or ms <= 0 or math.isnan(ms):
+        return {"gbps": None, "copy_fraction": None}
+    r = roofline(nbytes, ms, copy_gbps)
+    return {"gbps": r.gbps, "copy_fraction": r.copy_fraction}
+
+
+def add_speedups(case: dict[str, Any]) -> None:
+    """Per result: cuSPARSE's time over ours, as called (lean launch) and device-only."""
+    cs = case["cusparse"]
+    for r in case["results"]:
+        if "kernel" not in r:
+            continue
+        r["speedup_called"] = ratio(cs["call"]["median_ms"], r["launch"]["median_ms"])
+        r["speedup_kernel"] = ratio(cs["kernel"]["median_ms"], r["kernel"]["median_ms"])
+    from teaal_loops.bench.results import case_best_and_auto
+
+    case.update(case_best_and_auto(case))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
+        return None
+    return a / b
+
+
+def case_line(case: dict[str, Any]) -> str:
+    best = case.get("best") or {}
+    auto = case.get("auto") or {}
+    sp = best.get("speedup_called")
+    over = auto.get("over_best")
+    return (
+        f"{case['matrix']} ({case['dtype']}): best {best.get('label', '-')} "
+        f"{fmt(best.get('kernel_ms'), 1e3, 'us')}, "
+        f"x{sp:.2f} vs cuSPARSE as called" if sp else f"{case['matrix']}: no valid result"
+    ) + (f"; auto {auto.get('label')} {over:.2f}x best" if over else "")
+
+
+def variant_line(r: dict[str, Any]) -> str:
+    if "kernel" not in r:
+        return f"  {r['label']}: {r.get('error') or r.get('skipped') or 'not timed'}"
+    flags = ("" if r.get("valid") else " INVALID") + (" capped" if r.get("capped") else "")
+    return (
+        f"  {r['label']}: kernel {r['kernel']['median_ms'] * 1e3:.1f} us, launch "
+        f"{r['launch']['median_ms'] * 1e3:.1f} us{flags}"
+    )
+
+
+def fmt(value: float | None, scale: float, unit: str) -> str:
+    return "-" if value is None else f"{value * scale:.1f} {unit}"
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,202 @@
+"""auto's constants file and their refit from a benchmark's results (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teaal_loops import auto
+from teaal_loops.bench import fit_auto, load
+from teaal_loops.cli import main
+from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.types import DeviceInfo
+from tests.conftest import REPO
+
+H200 = DeviceInfo("H200", 132)
+BENCHMARKS = REPO / "BENCHMARKS.json.gz"
+
+
+# -- the constants file ------------------------------------------------------------------------
+
+
+def test_the_shipped_file_holds_every_constant_and_auto_reads_it() -> None:
+    doc = json.loads(auto.CONSTANTS_FILE.read_text())
+    assert doc["schema"] == auto.CONSTANTS_SCHEMA
+    assert auto.load_constants(auto.CONSTANTS_FILE) == auto.constants()
+    assert set(doc["constants"]) == set(auto.constants().as_dict())
+    assert auto.constants() is auto.constants()  # read once
+
+
+def test_choose_follows_the_constants_it_is_given() -> None:
+    # 30k rows, longest 500: with a cheap critical path a thread a row wins, with an expensive
+    # one the longest row is split over many lanes
+    s = fit_auto.Stats(30_000, 300_000, 10.0, 500, 1.3)
+    cheap = auto.choose(s, H200, auto.constants().replace(CI=0.001))
+    dear = auto.choose(s, H200, auto.constants().replace(CI=50.0, CB=0.0, CF0=1e6))
+    assert cheap.label == "thread_mapped"
+    assert dear.spec == auto.BLOCK_SPEC
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["constants"].pop("CI"), "auto constant CI is missing"),
+        (lambda d: d["constants"].update(CX=1), "unknown auto constant 'CX'"),
+        (lambda d: d["constants"].update(CI="0.2"), "CI: expected a number"),
+        (lambda d: d["constants"].update(FLAT_WORK=8.5), "FLAT_WORK: expected an integer"),
+        (lambda d: d["constants"].update(CW=-1), "CW = -1 is out of range"),
+        (lambda d: d["constants"].update(LARGE_ITEMS_MIN=64), "LARGE_ITEMS_MIN <= LARGE_ITEMS_MAX"),
+        (lambda d: d.update(schema="other/1"), "not an auto constants file"),
+    ],
+)
+def test_a_bad_constants_file_is_one_line_naming_the_file(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    doc = json.loads(auto.CONSTANTS_FILE.read_text())
+    edit(doc)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TeaalLoopsError) as err:
+        auto.load_constants(path)
+    assert message in str(err.value)
+    assert str(err.value).startswith(f"{path}: error: ")
+    path.write_text("{not json")
+    with pytest.raises(TeaalLoopsError, match="cannot read auto constants"):
+        auto.load_constants(path)
+
+
+# -- the fit on a synthetic run whose right constants are known ------------------------------
+
+TRUE = {"CI": 0.6, "CB": 0.1, "LANE_WORK": 8.0, "MIN_LARGE_GROUP": 4}
+
+
+def _variant(choice: auto.AutoChoice, ms: float) -> dict[str, Any]:
+    params = dict(choice.params)
+    return {"label": choice.label, "spec": choice.spec, "params": params, "bound": params,
+            "layout": "csr", "valid": True, "kernel": {"median_ms": ms},
+            "launch": {"median_ms": ms}, "call": {"median_ms": ms}}
+
+
+def synthetic_run() -> dict[str, Any]:
+    """Cases whose fastest variant is, by construction, what choose() picks with TRUE."""
+    truth = auto.constants().replace(**TRUE)
+    candidates = [auto.group_choice(g, "", "") for g in auto.GROUP_SIZES]
+    candidates += [auto.AutoChoice("merge_path", auto.MERGE_SPEC,
+                                   {auto.MERGE_PARAM: n}) for n in (4, 8, 16, 32)]
+    shapes = [(rows, longest) for rows in (500, 4000, 30_000, 200_000)
+              for longest in (3, 12, 40, 150, 600, 3000)]
+    cases = []
+    stats_list = [fit_auto.Stats(r, r * min(m, 8), float(min(m, 8)), m, 0.5) for r, m in shapes]
+    stats_list += [fit_auto.Stats(1 << 23, (1 << 23) * m, float(m), m + 2, 0.1)
+                   for m in (12, 20, 40, 70)]  # regular and large: the lanes a row
+    for i, s in enumerate(stats_list):
+        right = auto.choose(s, H200, truth)
+        results = [_variant(c, 1.0 if c.label == right.label else 1.3 + 0.01 * j)
+                   for j, c in enumerate(candidates)]
+        if not any(c.label == right.label for c in candidates):
+            results.append(_variant(right, 1.0))
+        cases.append({"matrix": f"m{i}", "dtype": "float32", "group": "corpus", "rows": s.rows,
+                      "cols": s.rows, "nnz": s.nnz,
+                      "stats": {"rows": s.rows, "nnz": s.nnz, "mean": s.mean, "max": s.max,
+                                "cv": s.cv},
+                      "cusparse": {"call": {"median_ms": 1.0}, "kernel": {"median_ms": 1.0}},
+                      "results": results})
+    return {"schema": "teaal-loops-bench/1", "device": {"name": "H200", "sm_count": 132},
+            "date": "synthetic", "cases": cases}
+
+
+def test_the_fit_recovers_choices_known_by_construction() -> None:
+    doc = synthetic_run()
+    cases = fit_auto.cases_of(doc)
+    truth = auto.constants().replace(**TRUE)
+    assert fit_auto.score(cases, truth, H200).within == len(cases)  # the construction holds
+    start = fit_auto.score(cases, auto.constants(), H200)
+    assert start.within < len(cases)  # the shipped constants miss some: the fit has work
+    result = fit_auto.fit(cases, H200)
+    assert result.before == start
+    assert result.after.within == len(cases)
+    assert result.after.geomean_ratio == pytest.approx(1.0)
+    for case in cases:
+        assert (auto.choose(case.stats, H200, result.constants).label
+                == auto.choose(case.stats, H200, truth).label), case.name
+    assert result.changed(auto.constants())  # and it said what moved
+    assert "CW" not in result.changed(auto.constants())  # the unit stays
+
+
+def test_a_pick_that_was_not_measured_counts_as_twice_the_best() -> None:
+    doc = synthetic_run()
+    case = fit_auto.cases_of(doc)[0]
+    right = auto.choose(case.stats, H200, auto.constants().replace(**TRUE))
+    lonely = fit_auto.FitCase("x", case.stats,
+                              tuple(m for m in case.variants if m.ms > 1.0), 1.0)
+    assert lonely.time_of(right) is None
+    assert fit_auto.ratio(lonely, auto.constants().replace(**TRUE), H200) == 2.0
+
+
+def test_default_parameters_match_through_the_recorded_bound_values() -> None:
+    choice = auto.AutoChoice("merge_path", "merge_path", {"ITEMS_PER_THREAD": 8})
+    default = fit_auto.Measured("merge_path", {}, {"ITEMS_PER_THREAD": 8}, 2.0)
+    other = fit_auto.Measured("merge_path", {"ITEMS_PER_THREAD": 16}, {"ITEMS_PER_THREAD": 16}, 1)
+    case = fit_auto.FitCase("c", fit_auto.Stats(1, 1, 1.0, 1, 0.0), (other, default), 1.0)
+    assert case.time_of(choice) == 2.0
+    bare = auto.AutoChoice("thread_mapped", "thread_mapped")
+    bound = fit_auto.Measured("thread_mapped", {"NUM_THREADS": 64}, {"NUM_THREADS": 64}, 1.0)
+    assert fit_auto.FitCase("d", case.stats, (bound,), 1.0).time_of(bare) is None
+
+
+# -- the fit on the committed benchmark run ---------------------------------------------------
+
+
+def test_fit_on_the_committed_benchmark_never_loses_and_round_trips(tmp_path: Path) -> None:
+    doc = load(BENCHMARKS, need_stats=True)
+    result, record = fit_auto.fit_document(doc, str(BENCHMARKS))
+    cases = fit_auto.cases_of(doc)
+    assert len(cases) == 30 and record["cases"] == 30
+    # the document's own auto column: the shipped constants' picks over the best (where the
+    # pick was timed twice, under two labels, the fit takes the faster: hence approx)
+    over = [c["auto"]["over_best"] for c in doc["cases"]]
+    assert result.before.within == sum(r <= fit_auto.FIT_SLACK for r in over)
+    assert result.before.geomean_ratio == pytest.approx(
+        math.exp(sum(math.log(r) for r in over) / len(over)), rel=1e-3)
+    assert result.after.within >= result.before.within
+    assert result.after.log_ratio <= result.before.log_ratio
+    out = fit_auto.write_constants(result, record, tmp_path / "c.json")
+    assert auto.load_constants(out) == result.constants
+    assert fit_auto.score(cases, auto.load_constants(out), fit_auto.device_of(doc)) == result.after
+
+
+def test_cli_fit_auto_writes_the_file_and_reports(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sub" / "constants.json"
+    assert main(["bench", "--fit-auto", str(BENCHMARKS), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "28/30 ->" in text and f"constants: {out}" in text
+    written = json.loads(out.read_text())
+    assert written["fitted_from"]["results"] == "BENCHMARKS.json.gz"
+    assert "within 1.05x" in written["fitted_from"]["objective"]
+    assert auto.load_constants(out).CW == auto.constants().CW
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--fit-auto", "{readme}"], "not JSON"),
+        (["--fit-auto", "{nostats}"], "cases[0].stats: missing"),
+        (["--fit-auto", "{bench}", "--plot", "x.png"], "drop --report"),
+        (["--fit-auto", "{bench}", "-o", "{tmp}"], "is a directory"),
+    ],
+)
+def test_cli_fit_auto_errors_are_one_line(tmp_path: Path, argv: list[str], message: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    nostats = synthetic_run()
+    del nostats["cases"][0]["stats"]
+    (tmp_path / "n.json").write_text(json.dumps(nostats))
+    names = {"readme": str(REPO / "README.md"), "nostats": str(tmp_path / "n.json"),
+             "bench": str(BENCHMARKS), "tmp": str(tmp_path)}
+    assert main(["bench", *(a.format(**names) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
