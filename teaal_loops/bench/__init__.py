@@ -37,8 +37,9 @@ from teaal_loops.bench.variants import (
     with_experiments,
 )
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.schedules import schedule_kinds
 
-SCHEDULE_CHOICES = ("all", "auto", "thread_mapped", "group_mapped", "work_oriented", "merge_path")
+SCHEDULE_CHOICES = ("all", "auto", *schedule_kinds())
 
 
 def library_specs() -> list[Path]:

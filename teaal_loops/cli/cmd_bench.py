@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from teaal_loops.bench import SCHEDULE_CHOICES
 from teaal_loops.cli.common import DTYPES, parse_params
 
 ORDER = 60
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--schedule",
         default="all",
-        choices=["all", "auto", "thread_mapped", "group_mapped", "work_oriented", "merge_path"],
+        choices=list(SCHEDULE_CHOICES),
         help="time every variant (all, default), only one schedule kind, or only the auto choice",
     )
     p.add_argument("--no-auto", action="store_true", help="do not time the auto choice")

@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     from teaal_loops import pipeline, runtime
-    from teaal_loops.runtime import timing, validation
+    from teaal_loops.bench.timing import Timer
+    from teaal_loops.runtime import validation
     from teaal_loops.spec import load_spec
     from teaal_loops.spec.model import Extensions
 
@@ -93,8 +94,17 @@ def run(args: argparse.Namespace) -> int:
     kernel.launch(prepared, xd, y)
     y_host = y.get() if (args.validate or args.rigorous) else None
 
-    times = timing.time_launches(kernel, prepared, xd, y, repeat=args.repeat, warmup=args.warmup)
-    elapsed = timing.median(times)
+    # Warm-up launches, then each repetition between its own pair of events behind a spin
+    # kernel (the events time the kernels, not the Python launches), y re-zeroed outside them.
+    for _ in range(max(args.warmup, 1)):
+        kernel.zero_output(prepared, y)
+        kernel.launch(prepared, xd, y)
+    samples = Timer(runtime.cupy_module()).queued(
+        lambda _: kernel.launch(prepared, xd, y),
+        args.repeat,
+        before=lambda _: kernel.zero_output(prepared, y),
+    )
+    elapsed = samples.median
     if args.verbose:
         _print_details(kernel, prepared, elapsed)
     print(f"Elapsed (ms): {elapsed:.6f}")

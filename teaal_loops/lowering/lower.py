@@ -28,7 +28,7 @@ from teaal_loops.layouts import (
     layout_for_rank_order,
     layout_from_format,
 )
-from teaal_loops.schedules import definitions
+from teaal_loops.schedules import definitions, schedule_kinds
 from teaal_loops.spec.model import Spec
 
 DEFAULT_BLOCK_THREADS = 128
@@ -60,6 +60,13 @@ def lower(
     except UnsupportedMappingError as err:
         raise _with_supported(err) from None
     kind = definition.kind
+    if ext and ext.schedule and ext.schedule not in ("auto", *schedule_kinds()):
+        raise unsupported(
+            spec,
+            f"x-teaal-loops.schedule: unknown schedule {ext.schedule!r} (auto or one of "
+            f"{', '.join(schedule_kinds())})",
+            key_path="x-teaal-loops.schedule",
+        )
     if ext and ext.schedule and ext.schedule not in ("auto", kind):
         raise unsupported(
             spec,

@@ -17,10 +17,10 @@ from teaal_loops.spec.yaml_positions import YEntry, YMap, YScalar, describe, quo
 
 EXTENSION_SECTION = "x-teaal-loops"
 EXTENSION_KEYS = ("schedule", "layout", "block_threads", "params")
-SCHEDULES = ("thread_mapped", "group_mapped", "work_oriented", "merge_path", "auto")
 MAX_BLOCK_THREADS = 1024
 WARP = 32
 # A layout name, optionally with an option after a colon: csr, bcsr:4x4, bcsr:4, my_layout.
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _LAYOUT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\s*:\s*([A-Za-z0-9_*]{1,32}))?")
 
 
@@ -38,11 +38,15 @@ def parse_extensions(entry: YEntry, ctx: Context) -> Extensions:
     schedule = None
     if (e := m.get("schedule")) is not None:
         v = e.value
-        if not (isinstance(v, YScalar) and v.value in SCHEDULES):
+        # Which schedules exist is the registry's to say (lowering checks the name, at this
+        # value); here it must be a name.
+        text = v.value if isinstance(v, YScalar) and isinstance(v.value, str) else None
+        if text is None or not _NAME_RE.fullmatch(text):
             ctx.fail(
-                f"found {describe(v)}", v, f"{EXTENSION_SECTION}.schedule", " | ".join(SCHEDULES)
+                f"found {describe(v)}", v, f"{EXTENSION_SECTION}.schedule",
+                "auto or a schedule's name (thread_mapped, merge_path, ...)",
             )
-        schedule = str(v.value)
+        schedule = str(text)
     layout = _layout(m.get("layout"), ctx)
     block_threads = _block_threads(m.get("block_threads"), ctx)
     params = _params(m.get("params"), ctx)

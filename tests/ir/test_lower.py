@@ -243,3 +243,47 @@ def test_launches_beyond_32_bit_thread_ids_are_refused_naming_the_sizes() -> Non
     with pytest.raises(ParameterError, match="WORK_PER_THREAD"):
         bind(work, MatrixShape(rows=10, cols=10, nnz=2**31 + 5))
     assert bind(work, MatrixShape(rows=10, cols=10, nnz=2**31 - 1)).workers == 2**31 - 1
+
+
+def test_a_transposed_declaration_is_refused_where_the_einsum_says_so() -> None:
+    """`A: [K, M]` with `Z[m] = A[k, m] * B[k]` means Z = A^T B; the kernels compute A x of the
+    matrix they are given, so lowering refuses it (located) rather than compute A x."""
+    text = """\
+einsum:
+  declaration:
+    A: [K, M]
+    B: [K]
+    Z: [M]
+  expressions:
+    - Z[m] = A[k, m] * B[k]
+"""
+    with pytest.raises(UnsupportedMappingError) as info:
+        lower(load_spec_string(text, source="t.yaml"))
+    message = str(info.value)
+    assert message.startswith("t.yaml:7:")
+    assert "transposed product" in message and "A[m, k]" in message
+
+
+def test_a_group_mapped_loop_order_with_k1_outside_a_tile_level_is_refused() -> None:
+    """The kernel splits each tile's atoms; with K1 above M1 TeAAL splits differently (the
+    owners of 6 of 25 nonzeros differed on a 3x12 matrix), so the mapping is refused."""
+    text = (REPO / "specs" / "group_mapped.yaml").read_text()
+    bad = text.replace("Z: [M2, M1, M0, K1, K0]", "Z: [K1, M2, M1, M0, K0]")
+    assert bad != text
+    with pytest.raises(UnsupportedMappingError) as info:
+        lower(load_spec_string(bad, source="g.yaml"))
+    message = str(info.value)
+    assert "K1 comes before a tile rank" in message
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if "[K1, M2, M1, M0, K0]" in t)
+    assert message.startswith(f"g.yaml:{line}:")
+
+
+def test_an_unknown_schedule_name_is_refused_at_its_value() -> None:
+    text = (REPO / "specs" / "work_oriented.yaml").read_text() + (
+        "x-teaal-loops:\n  schedule: fastest\n"
+    )
+    with pytest.raises(UnsupportedMappingError) as info:
+        lower(load_spec_string(text, source="w.yaml"))
+    message = str(info.value)
+    assert message.startswith(f"w.yaml:{len(text.splitlines())}:13: ")
+    assert "unknown schedule 'fastest'" in message and "merge_path" in message

@@ -384,7 +384,7 @@ def test_extension_section_rejected_in_strict_mode() -> None:
 @pytest.mark.parametrize(
     ("body", "key_path", "fragment"),
     [
-        ("  schedule: fastest\n", "x-teaal-loops.schedule", "thread_mapped"),
+        ("  schedule: 3\n", "x-teaal-loops.schedule", "a schedule's name"),
         ("  block_threads: 0\n", "x-teaal-loops.block_threads", "too small"),
         ("  block_threads: 2048\n", "x-teaal-loops.block_threads", "from 32 to 1024"),
         ("  block_threads: 33\n", "x-teaal-loops.block_threads", "whole number of warps"),
