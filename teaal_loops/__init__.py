@@ -1,14 +1,10 @@
-"""teaal-loops: TeAAL specs to load-balanced, verified CUDA kernels."""
+"""teaal-loops: TeAAL specs to load-balanced, verified CUDA kernels.
+
+``teaal_loops.compile(spec, ...)`` is the Python API (:mod:`teaal_loops.pipeline`); CuPy itself
+is imported only when a kernel first runs.
+"""
 
 from teaal_loops._version import __version__
+from teaal_loops.pipeline import compile, compile_for  # noqa: A004 - the API's promised name
 
 __all__ = ["__version__", "compile", "compile_for"]
-
-
-def __getattr__(name: str) -> object:
-    """``teaal_loops.compile`` loads the CuPy runtime only when asked for."""
-    if name in ("compile", "compile_for"):
-        from teaal_loops import pipeline
-
-        return getattr(pipeline, name)
-    raise AttributeError(f"module 'teaal_loops' has no attribute {name!r}")

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from teaal_loops.errors import Location, TeaalLoopsError
+from teaal_loops.matrix.stats import RowStats, row_stats
 from teaal_loops.types import DeviceInfo
 
 INT32_MAX = 2**31 - 1
@@ -377,7 +378,6 @@ def matrix_stats(A: Any) -> Any:
 
         csr = A if getattr(A, "format", None) == "csr" else A.tocsr()
         return device_row_stats(cupy, csr.indptr, int(csr.shape[1]))
-    from teaal_loops.matrix.stats import row_stats
 
     return row_stats(A)
 
@@ -385,7 +385,6 @@ def matrix_stats(A: Any) -> Any:
 def device_row_stats(cp: Any, indptr: Any, cols: int) -> Any:
     """:class:`~teaal_loops.matrix.stats.RowStats` from CSR row offsets held by array module
     ``cp`` (CuPy on the device; NumPy works too), with a handful of reductions."""
-    from teaal_loops.matrix.stats import RowStats
 
     rows = len(indptr) - 1
     if rows <= 0:

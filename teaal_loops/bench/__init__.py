@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from teaal_loops import auto
+from teaal_loops.auto import library_dir
 from teaal_loops.bench.harness import BenchOptions, run_bench
 from teaal_loops.bench.progress import Progress
 from teaal_loops.bench.records import check_output_path, write_json
@@ -36,15 +38,17 @@ from teaal_loops.bench.variants import (
     parse_sweep,
     with_experiments,
 )
+from teaal_loops.codegen.config import normalize_dtype
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.lowering import lower
 from teaal_loops.schedules import schedule_kinds
+from teaal_loops.spec import load_spec
 
 SCHEDULE_CHOICES = ("all", "auto", *schedule_kinds())
 
 
 def library_specs() -> list[Path]:
     """Every spec of our library (``specs/*.yaml``), sorted by name."""
-    from teaal_loops.auto import library_dir
 
     return sorted(library_dir().glob("*.yaml"))
 
@@ -64,9 +68,6 @@ def variants_for(
     choice alone is timed). A spec saying ``x-teaal-loops: {schedule: auto}`` asks for the auto
     choice instead of being timed itself.
     """
-    from teaal_loops import auto
-    from teaal_loops.lowering import lower
-    from teaal_loops.spec import load_spec
 
     if schedule not in SCHEDULE_CHOICES:
         raise TeaalLoopsError(
@@ -122,7 +123,6 @@ def bench(
 
     ``block_threads`` times every variant at those block sizes too; ``sources`` adds, per
     ``(label, file)``, the variant ``label`` launching ``file`` (:mod:`.variants`)."""
-    from teaal_loops.codegen.config import normalize_dtype
 
     entries = build_suite(
         suites,

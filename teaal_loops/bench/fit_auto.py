@@ -35,6 +35,7 @@ from typing import Any
 
 from teaal_loops import auto
 from teaal_loops.bench.results import timed
+from teaal_loops.errors import Location, TeaalLoopsError
 
 FIT_SLACK = 1.05
 MISSING_RATIO = 2.0
@@ -210,7 +211,6 @@ def fit(
     start: auto.AutoConstants | None = None,
 ) -> FitResult:
     """Coordinate search for the constants with the best :func:`score` (module docstring)."""
-    from teaal_loops.errors import TeaalLoopsError
 
     current = start or auto.constants()
     before = best = score(cases, current, device)
@@ -236,7 +236,6 @@ def fit(
 
 def fit_document(doc: Mapping[str, Any], source: str) -> tuple[FitResult, dict[str, Any]]:
     """Fit to a checked results document; also the ``fitted_from`` record of the new file."""
-    from teaal_loops.errors import Location, TeaalLoopsError
 
     cases = cases_of(doc)
     if not cases:

@@ -38,13 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teaal_loops.bench import records
+from teaal_loops import auto
+from teaal_loops.bench import records, timing
 from teaal_loops.bench.loading import load_entry
 from teaal_loops.bench.progress import Progress
+from teaal_loops.bench.results import summarize
 from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, compile_variant, prepare_variant
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.runtime import backend
 
 SCHEMA = "teaal-loops-bench/1"
 ROTATE_FACTOR = 3.0  # inputs are rotated until the sets span this many L2 caches
@@ -76,14 +79,12 @@ class BenchOptions:
 
 def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Run every case of ``options`` and return the results document (see module docstring)."""
-    from teaal_loops.bench.timing import Timer, copy_bandwidth
-    from teaal_loops.runtime import backend
 
     if options.reps < 1 or options.warmup < 0:
         raise TeaalLoopsError(f"--reps {options.reps} / --warmup {options.warmup}: out of range")
     cp = backend.cupy_module()
     device = backend.device_info()
-    timer = Timer(cp)
+    timer = timing.Timer(cp)
     started = time.perf_counter()
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -113,7 +114,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
             },
             **options.extra,
         },
-        "copy": copy_bandwidth(cp, timer),
+        "copy": timing.copy_bandwidth(cp, timer),
         "cases": [],
         "incomplete": False,
     }
@@ -139,7 +140,6 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
         doc["elapsed_s"] = round(time.perf_counter() - started, 1)
         if options.json_path:
             records.write_json(doc, options.json_path)
-    from teaal_loops.bench.results import summarize
 
     doc["summary"] = summarize(doc)
     if progress:
@@ -236,7 +236,6 @@ class _Runner:
         variants = [] if options.only_auto else list(options.variants)
         choice = None
         if options.auto or options.only_auto:
-            from teaal_loops import auto
 
             choice = auto.choose(stats, self.device)
             case["auto_choice"] = {"label": choice.label, "rule": choice.rule,

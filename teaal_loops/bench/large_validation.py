@@ -25,7 +25,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from teaal_loops import matrix, pipeline
 from teaal_loops.errors import Location, TeaalLoopsError
+from teaal_loops.lowering import simulate
+from teaal_loops.runtime import backend, validation
 
 KINDS = ("uniform", "rmat", "banded", "longrows", "emptyrows")
 SPECS = ("thread_mapped", "group_mapped", "group_mapped_block", "work_oriented", "merge_path")
@@ -201,12 +204,10 @@ def run(
     options: Options, library: Path, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Check every planned case on the GPU; return (and keep writing) the summary document."""
-    from teaal_loops.runtime import backend
 
     backend.cupy_module()  # one line without a GPU, before anything is built
     cases: list[dict[str, Any]] = []
     for planned in plan(options):
-        from teaal_loops import matrix
 
         t0 = time.perf_counter()
         A = matrix.synthetic_from_string(planned.text)
@@ -231,9 +232,6 @@ def check_case(
     """One case on the GPU (module docstring)."""
     import numpy as np
 
-    from teaal_loops import pipeline
-    from teaal_loops.lowering import simulate
-    from teaal_loops.runtime import validation
 
     t0 = time.perf_counter()
     x = validation.random_vector(A.shape[1], dtype, VECTOR_SEED)

@@ -12,8 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from teaal_loops import matrix
+from teaal_loops.auto import device_row_stats
+from teaal_loops.bench import generate
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.matrix.stats import row_stats
 
 Loaded = tuple[Any, Any, Any, tuple[int, int], Any]  # indptr, indices, data, shape, RowStats
 
@@ -21,18 +25,14 @@ Loaded = tuple[Any, Any, Any, tuple[int, int], Any]  # indptr, indices, data, sh
 def load_entry(cp: Any, entry: MatrixEntry, seed: int = 0) -> Loaded:
     """``(indptr, indices, data, (rows, cols), stats)`` of ``entry`` as ``cp`` arrays."""
     if entry.origin == "gpu":
-        from teaal_loops.bench import generate
 
         fn: Any = generate.GENERATORS[entry.generator or ""]
         indptr, indices, data = fn(cp, seed=seed, **dict(entry.options))
         n = len(indptr) - 1
         shape = (n, n)
-        from teaal_loops.auto import device_row_stats
 
         stats = device_row_stats(cp, indptr, shape[1])
         return indptr, indices, data, shape, stats
-    from teaal_loops import matrix
-    from teaal_loops.matrix.stats import row_stats
 
     if entry.origin == "file":
         host = matrix.read_matrix_market(str(entry.path))

@@ -20,9 +20,11 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from teaal_loops.bench.loading import load_entry
 from teaal_loops.bench.suite import MatrixEntry, build_suite, default_corpus_dir
-from teaal_loops.bench.variants import Variant
+from teaal_loops.bench.variants import Variant, compile_variant, prepare_variant
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.runtime import backend
 
 _BLOCK_SUFFIX = re.compile(r"@t([0-9]+)$")
 
@@ -99,9 +101,6 @@ def run_profile(
     say: Callable[[str], None] = print,
 ) -> None:
     """Launch every variant ``launches`` times on ``entry`` (GPU; module docstring)."""
-    from teaal_loops.bench.loading import load_entry
-    from teaal_loops.bench.variants import compile_variant, prepare_variant
-    from teaal_loops.runtime import backend
 
     if launches < 1:
         raise TeaalLoopsError(f"--launches {launches}: must be at least 1")

@@ -13,13 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from teaal_loops.bench.results import case_best_and_auto
 from teaal_loops.bench.roofline import roofline
+from teaal_loops.errors import Location, TeaalLoopsError
+from teaal_loops.schedules import describe_sizes
 
 
 def check_output_path(path: Path) -> None:
     """Refuse, before any work, an output path that cannot be written as a file: a folder, or
     a path under something that is not a folder (one line, no traceback later)."""
-    from teaal_loops.errors import Location, TeaalLoopsError
 
     where = Location(str(path))
     if path.is_dir():
@@ -34,7 +36,6 @@ def check_output_path(path: Path) -> None:
 def write_json(doc: dict[str, Any], path: Path) -> None:
     """Write ``doc`` to ``path`` atomically (a temporary file, then a rename); an OS error, such
     as a full disk, is one :class:`~teaal_loops.errors.TeaalLoopsError` line."""
-    from teaal_loops.errors import Location, TeaalLoopsError
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +78,6 @@ def stats_json(stats: Any) -> dict[str, Any]:
 
 
 def bound_json(prepared: Any) -> dict[str, Any]:
-    from teaal_loops.schedules import describe_sizes
-
     out = describe_sizes(prepared.bound)
     out["group_size"] = prepared.bound.group_size
     out["index_bits"] = prepared.bound.index_bits
@@ -100,7 +99,6 @@ def add_speedups(case: dict[str, Any]) -> None:
             continue
         r["speedup_called"] = ratio(cs["call"]["median_ms"], r["launch"]["median_ms"])
         r["speedup_kernel"] = ratio(cs["kernel"]["median_ms"], r["kernel"]["median_ms"])
-    from teaal_loops.bench.results import case_best_and_auto
 
     case.update(case_best_and_auto(case))
 

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from teaal_loops.bench.schema import check_document, read_document
+
 CORPUS_SPEEDUP = 2.0
 LARGE_SPEEDUP = 1.0
 BANDED_COPY_FRACTION = 0.8
@@ -38,7 +40,6 @@ TARGET_DTYPE = "float32"
 def load(path: str | Path, *, need_stats: bool = False) -> dict[str, Any]:
     """A results document from ``.json`` or gzip-compressed ``.json.gz``, checked field by field
     (:mod:`teaal_loops.bench.schema`): a wrong file is one :class:`BenchResultsError` line."""
-    from teaal_loops.bench.schema import check_document, read_document
 
     doc = read_document(path)
     check_document(doc, str(path), need_stats=need_stats)

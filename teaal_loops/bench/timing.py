@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from teaal_loops.bench.roofline import copy_bytes, gbps
+
 SPIN_SOURCE = r"""
 extern "C" __global__ void teaal_bench_spin(unsigned long long ns) {
   unsigned long long start, now;
@@ -167,7 +169,6 @@ def copy_bandwidth(
     cupy: Any, timer: Timer, *, nbytes: int = 2**30, reps: int = 20
 ) -> dict[str, Any]:
     """A device-to-device ``cudaMemcpyAsync`` of ``nbytes``: GB/s counting read plus write."""
-    from teaal_loops.bench.roofline import copy_bytes, gbps
 
     src = cupy.ones(nbytes // 4, dtype=cupy.float32)  # ones, not zeros: no compressible pages
     dst = cupy.empty_like(src)

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from teaal_loops import pipeline
 from teaal_loops.errors import Location, ParameterError
+from teaal_loops.lowering import lower
+from teaal_loops.spec import load_spec
 
 DEFAULT = "default"
 
@@ -104,15 +107,12 @@ def variant_label(spec_name: str, params: Mapping[str, int]) -> str:
 def compile_variant(variant: Variant, dtype: str) -> Any:
     """The runtime kernel of ``variant`` (its block size applied; its source replaced only
     when prepared, by :func:`prepare_variant`)."""
-    from teaal_loops import pipeline
 
     if variant.block_threads is None:
         return pipeline.compile(
             variant.spec, layout=variant.layout, dtype=dtype, params=dict(variant.params)
         )
     # another block size: lower with it, then compile the schedule
-    from teaal_loops.lowering import lower
-    from teaal_loops.spec import load_spec
 
     schedule = lower(load_spec(variant.spec), params=dict(variant.params), layout=variant.layout,
                      block_threads=variant.block_threads)

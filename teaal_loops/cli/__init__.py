@@ -22,16 +22,15 @@ from typing import NoReturn
 
 from teaal_loops import __version__
 from teaal_loops.errors import TeaalLoopsError, printable
+from teaal_loops.spec import load_spec
 
 EXIT_USER_ERROR = 2
 
 
 def _command_modules() -> list[ModuleType]:
-    import teaal_loops.cli as pkg
-
     mods = [
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
-        for info in pkgutil.iter_modules(pkg.__path__)
+        importlib.import_module(f"{__name__}.{info.name}")
+        for info in pkgutil.iter_modules(__path__)
         if info.name.startswith("cmd_")
     ]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
@@ -91,7 +90,6 @@ def _located(err: TeaalLoopsError, args: argparse.Namespace) -> TeaalLoopsError:
     path = _single_spec_path(args)
     if path is None or (err.location is not None and err.location.file not in (None, path)):
         return err
-    from teaal_loops.spec import load_spec
 
     try:
         err.located(load_spec(path))

@@ -8,8 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from teaal_loops.bench import SCHEDULE_CHOICES
+from teaal_loops import auto, bench
+from teaal_loops.bench import SCHEDULE_CHOICES, fit_auto
 from teaal_loops.cli.common import DTYPES, parse_params
+from teaal_loops.errors import Location, TeaalLoopsError
 
 ORDER = 60
 
@@ -85,9 +87,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops import bench
-    from teaal_loops.errors import TeaalLoopsError
-
     if args.fit_auto:
         return _fit_auto(args)
     for path in (args.output, args.markdown, args.plot):
@@ -145,9 +144,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _fit_auto(args: argparse.Namespace) -> int:
     """``--fit-auto JSON``: refit auto's constants, write them, say what moved."""
-    from teaal_loops import auto, bench
-    from teaal_loops.bench import fit_auto
-    from teaal_loops.errors import TeaalLoopsError
 
     if args.report or args.markdown or args.plot:
         raise TeaalLoopsError("--fit-auto writes only the constants file: drop --report, "
@@ -175,7 +171,6 @@ def _write_text(path: Path, text: str) -> None:
 
 def _writing(path: Path, write: Callable[[], object]) -> None:
     """Run ``write``; an OS error (a full disk, a parent that is a file) is one line."""
-    from teaal_loops.errors import Location, TeaalLoopsError
 
     try:
         write()

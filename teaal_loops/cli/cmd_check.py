@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from teaal_loops import lowering, pipeline, runtime
 from teaal_loops.bench.large_validation import parse_count
 from teaal_loops.cli.common import (
     DTYPES,
@@ -27,6 +28,13 @@ from teaal_loops.cli.common import (
     load_matrix_from_args,
     parse_params,
 )
+from teaal_loops.lowering import lower, schedule_shape
+from teaal_loops.reference import compare_arrays, run_reference
+from teaal_loops.reference.execute import load_engine
+from teaal_loops.reference.names import comment
+from teaal_loops.reference.ownership import compare_owners
+from teaal_loops.schedules import bind
+from teaal_loops.spec import load_spec
 
 ORDER = 45
 MAX_NNZ = 200_000
@@ -72,14 +80,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops.lowering import lower, schedule_shape, simulate
-    from teaal_loops.reference import compare_arrays, run_reference
-    from teaal_loops.reference.execute import load_engine
-    from teaal_loops.reference.names import comment
-    from teaal_loops.reference.ownership import compare_owners
-    from teaal_loops.schedules import bind
-    from teaal_loops.spec import load_spec
-
     args.max_nnz = parse_count(args.max_nnz, "--max-nnz")
     spec = load_spec(args.spec)
     params = parse_params(args.param)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
         bound = bind(schedule, schedule_shape(schedule.layout, A), params=params)
-        sim = simulate(bound, A, x)
+        sim = lowering.simulate(bound, A, x)  # a module attribute: tests replace it
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}
     print(f"parameters: {', '.join(f'{k}={v}' for k, v in sizes.items()) or 'none'}")
@@ -144,8 +144,6 @@ def _vector_without_zeros(n: int, seed: int) -> Any:
 
 
 def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) -> tuple[Any, ...]:
-    from teaal_loops import pipeline, runtime
-
     kernel = pipeline.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
     runtime.cupy_module()  # no GPU: one clear line (DeviceError)
     prepared = kernel.prepare(A)

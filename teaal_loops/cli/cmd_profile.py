@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from teaal_loops.auto import library_dir
+from teaal_loops.bench.profile import find_entry, run_profile, variant_from_label
 from teaal_loops.cli.common import DTYPES
+from teaal_loops.errors import TeaalLoopsError
 
 ORDER = 70
 
@@ -43,10 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops.auto import library_dir
-    from teaal_loops.bench.profile import find_entry, run_profile, variant_from_label
-    from teaal_loops.errors import TeaalLoopsError
-
     if not args.variant and not args.cusparse:
         raise TeaalLoopsError("nothing to launch: give --variant LABEL and/or --cusparse")
     if args.launches < 1:

@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+from teaal_loops import pipeline, runtime
+from teaal_loops.bench.timing import Timer
 from teaal_loops.cli.common import (
     DTYPES,
     add_dtype_option,
@@ -16,6 +18,9 @@ from teaal_loops.cli.common import (
     parse_params,
 )
 from teaal_loops.errors import ParameterError
+from teaal_loops.runtime import backend, validation
+from teaal_loops.spec import load_spec
+from teaal_loops.spec.model import Extensions
 
 ORDER = 50
 
@@ -55,12 +60,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops import pipeline, runtime
-    from teaal_loops.bench.timing import Timer
-    from teaal_loops.runtime import validation
-    from teaal_loops.spec import load_spec
-    from teaal_loops.spec.model import Extensions
-
     if args.repeat < 1 or args.warmup < 0:
         raise ParameterError("--repeat must be at least 1 and --warmup at least 0")
     dtype = DTYPES[args.dtype]
@@ -117,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_details(kernel: Any, prepared: Any, elapsed_ms: float) -> None:
-    from teaal_loops.runtime import backend
-
     b = prepared.bound
     dev = backend.device_info()
     shape = prepared.shape

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from teaal_loops.auto import library_dir
+from teaal_loops.bench import large_validation as lv
+from teaal_loops.bench.large_validation import KINDS, SPECS
+from teaal_loops.bench.records import check_output_path
+
 ORDER = 55
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from teaal_loops.bench.large_validation import KINDS, SPECS
 
     p = sub.add_parser(
         "validate",
@@ -38,10 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from teaal_loops.auto import library_dir
-    from teaal_loops.bench import large_validation as lv
-    from teaal_loops.bench.records import check_output_path
-
     library = library_dir()
     options = lv.make_options(
         max_nnz=args.max_nnz, min_nnz=args.min_nnz, trace_max_nnz=args.trace_max_nnz,

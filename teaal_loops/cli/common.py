@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from teaal_loops import matrix
 from teaal_loops.errors import ParameterError, TeaalLoopsError
 
 
@@ -71,7 +72,6 @@ def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool) -> No
 
 def load_matrix_from_args(args: argparse.Namespace) -> tuple[str, Any]:
     """Return (display name, scipy.sparse.csr_matrix) for ``-m`` or ``--synthetic``."""
-    from teaal_loops import matrix
 
     if getattr(args, "matrix", None):
         return args.matrix, matrix.read_matrix_market(args.matrix)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from teaal_loops import fibers
 from teaal_loops.errors import MatrixError, TeaalLoopsError
 from teaal_loops.reference.hifiber import render
 from teaal_loops.reference.names import comment
@@ -84,7 +85,6 @@ def load_engine(engine: str) -> tuple[str, Any]:
                 f"--reference fibertree: fibertree is not importable here ({_FIBERTREE_ERROR}); "
                 f"install it from {FIBERTREE_URL} or use --reference builtin"
             )
-    from teaal_loops import fibers
 
     return "builtin", SimpleNamespace(
         Tensor=fibers.Tensor, Fiber=fibers.Fiber, Payload=fibers.Payload
