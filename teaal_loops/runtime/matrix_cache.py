@@ -44,14 +44,13 @@ from typing import Any, Generic, TypeVar
 
 DEFAULT_CAPACITY = 4
 
-# The arrays that hold a sparse matrix's content, by its ``format``.
-SPARSE_ARRAYS: dict[str, tuple[str, ...]] = {
-    "csr": ("indptr", "indices", "data"),
-    "csc": ("indptr", "indices", "data"),
-    "bsr": ("indptr", "indices", "data"),
-    "coo": ("row", "col", "data"),
-    "dia": ("offsets", "data"),
-}
+# The arrays that hold a sparse matrix's content, by the attributes its kind has (CSR, CSC and
+# BSR; COO; DIA), in this order; SciPy's LIL and DOK have none of these sets.
+SPARSE_ARRAYS: tuple[tuple[str, ...], ...] = (
+    ("indptr", "indices", "data"),
+    ("row", "col", "data"),
+    ("offsets", "data"),
+)
 _DENSE = ("",)  # marker: the object is itself the (dense) array
 _UNKNOWN = object()
 # type -> the attribute names of its content arrays, _DENSE, or None (not cacheable)
@@ -61,9 +60,8 @@ V = TypeVar("V")
 
 
 def _classify(A: Any) -> tuple[str, ...] | None:
-    fmt = getattr(A, "format", None)
-    if isinstance(fmt, str):
-        return SPARSE_ARRAYS.get(fmt)
+    if isinstance(getattr(A, "format", None), str):  # a SciPy or cupyx sparse matrix
+        return next((names for names in SPARSE_ARRAYS if all(hasattr(A, n) for n in names)), None)
     if all(hasattr(A, a) for a in ("shape", "dtype", "strides")):
         return _DENSE
     return None
@@ -144,7 +142,7 @@ class MatrixCache(Generic[V]):
             if (
                 arrays is not None
                 and len(arrays) == len(entry.array_refs)
-                and all(r() is a for r, a in zip(entry.array_refs, arrays))
+                and all(r() is a for r, a in zip(entry.array_refs, arrays, strict=True))
                 and signature(A, arrays) == entry.signature
             ):
                 if len(self._entries) > 1:

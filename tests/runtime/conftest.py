@@ -171,6 +171,11 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGpu]:
         run()
 
     monkeypatch.setattr(backend, "zero_async", zero_async)
+    # compiling is logged (a capture must not compile); no raw launcher: launch is faked
+    monkeypatch.setattr(
+        backend, "get_function", lambda *a, **k: gpu.record("compile") or (lambda *args: None)
+    )
+    monkeypatch.setattr(backend, "raw_launch", lambda *a, **k: None)
     monkeypatch.setattr(Kernel, "launch", launch)
     linalg = types.ModuleType("cupyx.scipy.sparse.linalg")
     linalg.LinearOperator = spla.LinearOperator  # type: ignore[attr-defined]
