@@ -82,10 +82,10 @@ def content_arrays(A: Any) -> tuple[Any, ...] | None:
 
 
 def _pointer(array: Any) -> int:
-    """A CuPy array's device pointer; 0 for host arrays (a NumPy array's buffer cannot move
-    while the array lives, and reading its address costs a microsecond)."""
+    """A CuPy array's device pointer; 0 for NumPy arrays, whose ``data`` is a memoryview (their
+    buffer cannot move while the array lives, and reading its address costs a microsecond)."""
     data = array.data
-    return int(data.ptr) if hasattr(data, "ptr") else 0
+    return 0 if type(data) is memoryview else int(data.ptr)
 
 
 def signature(A: Any, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -95,6 +95,19 @@ def signature(A: Any, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
     for a in arrays:
         parts += (_pointer(a), a.shape, a.strides, a.dtype)
     return tuple(parts)
+
+
+def _unchanged(refs: tuple[weakref.ref[Any], ...], sig: tuple[Any, ...], A: Any) -> bool:
+    """True when ``A``'s content arrays are the very objects ``refs`` point to and the
+    fingerprint's plain values ``sig`` still hold (a loop, not a generator: this is the hot
+    path of ``kernel(A, x)``)."""
+    arrays = content_arrays(A)
+    if arrays is None or len(arrays) != len(refs):
+        return False
+    for ref, array in zip(refs, arrays, strict=True):
+        if ref() is not array:
+            return False
+    return signature(A, arrays) == sig
 
 
 class _Entry(Generic[V]):
@@ -137,18 +150,11 @@ class MatrixCache(Generic[V]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if entry.ref() is A:
-            arrays = content_arrays(A)
-            if (
-                arrays is not None
-                and len(arrays) == len(entry.array_refs)
-                and all(r() is a for r, a in zip(entry.array_refs, arrays, strict=True))
-                and signature(A, arrays) == entry.signature
-            ):
-                if len(self._entries) > 1:
-                    with contextlib.suppress(KeyError):  # dropped meanwhile by another thread
-                        self._entries.move_to_end(key)
-                return entry.value
+        if entry.ref() is A and _unchanged(entry.array_refs, entry.signature, A):
+            if len(self._entries) > 1:
+                with contextlib.suppress(KeyError):  # dropped meanwhile by another thread
+                    self._entries.move_to_end(key)
+            return entry.value
         self._drop(key, entry)
         return None
 

@@ -2,8 +2,8 @@
 linear operators), not for the kernels.
 
 ``fake_gpu`` replaces CuPy by NumPy (uploads copy, as real uploads do; ``empty`` is poisoned
-with NaN so that a missing zeroing shows), cupyx's ``LinearOperator`` by SciPy's (same
-constructor), and a kernel launch by a SciPy product that adds into ``y`` where the schedule
+with NaN so that a missing zeroing shows; CUDA events tick 1 ms a record), cupyx's sparse
+matrices, ``LinearOperator`` and ``cg`` by SciPy's (same constructors and calls), and a kernel launch by a SciPy product that adds into ``y`` where the schedule
 accumulates and stores otherwise. Every allocation, zeroing and launch is logged with the
 stream current at the time and whether that stream was capturing.
 """
@@ -121,9 +121,21 @@ def make_fake_cupy(gpu: FakeGpu) -> types.ModuleType:
     cp.zeros = allocating("zeros", np.zeros)  # type: ignore[attr-defined]
     cp.full = allocating("full", np.full)  # type: ignore[attr-defined]
     cp.asarray = lambda a, dtype=None: np.array(a, dtype=dtype, copy=True)  # type: ignore[attr-defined]
+    clock = [0.0]
+
+    class Event:
+        def record(self) -> None:
+            clock[0] += 1.0  # 1 ms a step: deterministic, positive intervals
+            self.t = clock[0]
+
+        def synchronize(self) -> None:
+            pass
+
     cp.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         Stream=new_stream,
         get_current_stream=gpu.current,
+        Event=Event,
+        get_elapsed_time=lambda start, end: end.t - start.t,
         runtime=types.SimpleNamespace(memGetInfo=lambda: (2**34, 2**35)),
     )
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
@@ -179,10 +191,13 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGpu]:
     monkeypatch.setattr(Kernel, "launch", launch)
     linalg = types.ModuleType("cupyx.scipy.sparse.linalg")
     linalg.LinearOperator = spla.LinearOperator  # type: ignore[attr-defined]
+    linalg.cg = spla.cg  # type: ignore[attr-defined]
+    sparse = types.ModuleType("cupyx.scipy.sparse")
+    sparse.csr_matrix = sp.csr_matrix  # type: ignore[attr-defined]
     for name, module in (
         ("cupyx", types.ModuleType("cupyx")),
         ("cupyx.scipy", types.ModuleType("cupyx.scipy")),
-        ("cupyx.scipy.sparse", types.ModuleType("cupyx.scipy.sparse")),
+        ("cupyx.scipy.sparse", sparse),
         ("cupyx.scipy.sparse.linalg", linalg),
     ):
         monkeypatch.setitem(sys.modules, name, module)
