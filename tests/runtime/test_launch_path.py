@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 import teaal_loops.pipeline as pipeline
 import teaal_loops.runtime.kernel as kernel_module
+from teaal_loops.codegen.render import clear_caches
 from teaal_loops.runtime import Kernel, backend
 
 from .conftest import SPECS, FakeGpu
@@ -124,6 +125,7 @@ def test_zeroing_is_one_memset_on_the_current_stream() -> None:
 
 
 def test_a_second_prepare_calls_no_jinja(fake_gpu: FakeGpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_caches()  # earlier tests may have rendered these configurations already
     kernel = pipeline.compile(SPECS / "merge_path.yaml", dtype="float64")
     assert isinstance(kernel, Kernel)
     first = kernel.prepare(sp.random(50, 50, density=0.1, format="csr", random_state=1))
