@@ -3,7 +3,11 @@
 ``Kernel(schedule, dtype=...)`` renders and compiles lazily (one module per index width and
 trace flag, cached by source hash). ``prepare(A)`` uploads and validates the matrix once and
 precomputes every launch argument; ``launch(prepared, x, y)`` is then a single kernel launch
-with no host synchronisation, which is what benchmarks time.
+with no host synchronisation, which is what benchmarks time. ``kernel(A, x)`` remembers the
+prepared form of the matrices it meets (``runtime.matrix_cache`` states the rule), so a loop
+that passes the same matrix pays the preparation once. ``launch_into`` (no allocation) and
+``capture`` (a CUDA graph, ``runtime.graphs``) serve loops that reuse their vectors;
+``linear_operator`` hands the kernel to cupyx's solvers (``runtime.operator``).
 """
 
 from __future__ import annotations
