@@ -105,8 +105,9 @@ A_small = poisson_2d(CPU_GRID)
 b_small = A_small @ np.ones(A_small.shape[0])  # the exact solution is all ones
 residuals: dict[str, list[float]] = {}
 solutions = {}
-for label, operator in (("simulated thread-mapped kernel", simulated_operator("thread_mapped", A_small)),
-                        ("SciPy", A_small)):
+KERNEL_LABEL = "simulated thread-mapped kernel"
+operators = {KERNEL_LABEL: simulated_operator("thread_mapped", A_small), "SciPy": A_small}
+for label, operator in operators.items():
     history = residuals[label] = []
     x, info = spla.cg(
         operator, b_small, rtol=1e-10, maxiter=5000,
@@ -117,13 +118,16 @@ for label, operator in (("simulated thread-mapped kernel", simulated_operator("t
     solutions[label] = (x, info)
     print(f"{label:32s} {len(history)} iterations, final relative residual {history[-1]:.2e}")
 
-x_sim, info_sim = solutions["simulated thread-mapped kernel"]
-sim_history = np.array(residuals["simulated thread-mapped kernel"])
+x_sim, info_sim = solutions[KERNEL_LABEL]
+sim_history = np.array(residuals[KERNEL_LABEL])
 ref_history = np.array(residuals["SciPy"])
-AGREEMENT["cpu: CG on the simulated kernel converged"] = bool(info_sim == 0 and sim_history[-1] < 1e-9)
+AGREEMENT["cpu: CG on the simulated kernel converged"] = bool(
+    info_sim == 0 and sim_history[-1] < 1e-9
+)
 AGREEMENT["cpu: CG solution == the exact one"] = bool(np.allclose(x_sim, 1.0, rtol=0, atol=1e-6))
 AGREEMENT["cpu: CG residuals simulated kernel == SciPy"] = bool(
-    len(sim_history) == len(ref_history) and np.allclose(sim_history, ref_history, rtol=1e-6, atol=1e-14)
+    len(sim_history) == len(ref_history)
+    and np.allclose(sim_history, ref_history, rtol=1e-6, atol=1e-14)
 )
 '''
 
@@ -157,7 +161,8 @@ if path.is_file():
     graph_name, G = GRAPH, read_matrix_market(path)
 else:
     print(f"({path} not found: the shared corpus lives beside the checkout; using R-MAT)")
-    graph_name, G = "rmat:rows=65536,nnz=800000,seed=7", synthetic("rmat", rows=65536, nnz=800_000, seed=7)
+    graph_name = "rmat:rows=65536,nnz=800000,seed=7"
+    G = synthetic("rmat", rows=65536, nnz=800_000, seed=7)
 M, dangling = pagerank_matrix(G)
 print(f"{graph_name}: {M.shape[0]} nodes, {M.nnz} edges, {int(dangling.sum())} dangling")
 
