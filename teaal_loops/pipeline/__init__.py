@@ -1,10 +1,15 @@
 """The driver: spec file -> schedule -> source -> kernel, for the CLI, the Python API and auto.
 
     kernel = teaal_loops.compile("specs/merge_path.yaml", dtype="float32", params={...})
-    y = kernel(A, x)                 # A: scipy.sparse, cupyx.scipy.sparse, NumPy or CuPy
+    y = kernel(A, x)                 # A: scipy.sparse, cupyx.scipy.sparse, NumPy or CuPy;
+                                     # prepared once, remembered for the next call with A
     owner = kernel.trace(A, x)       # owning thread of every nonzero (trace build)
-    prepared = kernel.prepare(A)     # upload + validate once; kernel(prepared, x) reuses it
-    kernel.launch(prepared, x_dev, y_dev)   # raw launch for timing (caller zeroes y if needed)
+    prepared = kernel.prepare(A)     # upload + validate now; kernel(prepared, x) reuses it
+    kernel.launch(prepared, x_dev, y_dev)      # raw launch (caller zeroes y if needed)
+    kernel.launch_into(prepared, x_dev, y_dev) # zeroing + launch, no allocation
+    graph = kernel.capture(prepared, x_dev, y_dev); graph.launch()   # a CUDA graph
+    op = kernel.linear_operator(A)   # for cupyx.scipy.sparse.linalg.cg, gmres, eigsh, ...
+    kernel.forget(A)                 # after editing A's arrays in place (see docs/api.md)
 """
 
 from __future__ import annotations

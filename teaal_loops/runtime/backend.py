@@ -151,7 +151,8 @@ class RawLaunch:
         self._lock = threading.Lock()  # the slots are shared: one launch fills them at a time
 
     def __call__(self, *pointers: int) -> None:
-        """Launch with the trailing pointer arguments ``pointers`` (device addresses)."""
+        """Launch with the trailing pointer arguments ``pointers`` (device addresses) on the
+        stream current at this call (inside ``with stream:``, a capture included, that one)."""
         stream = self._current_stream().ptr
         with self._lock:
             for slot, pointer in zip(self.slots, pointers, strict=True):

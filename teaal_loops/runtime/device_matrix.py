@@ -227,15 +227,43 @@ def _validate_on_device(
 
 
 def to_device_vector(x: Any, dtype: np.dtype[Any], cols: int, *, name: str = "x") -> Any:
-    """``x`` (NumPy or CuPy) as a contiguous CuPy vector of ``dtype``; shape checked first."""
+    """``x`` (NumPy or CuPy, shape ``(cols,)`` or ``(cols, 1)``, any strides) as a contiguous
+    CuPy vector of ``dtype``; shape and kind checked first (complex values are refused rather
+    than silently losing their imaginary parts)."""
     shape = tuple(getattr(x, "shape", np.shape(x)))
-    if shape != (cols,) and not (len(shape) == 2 and shape in ((cols, 1),)):
+    if shape != (cols,) and shape != (cols, 1):
         raise MatrixError(
             f"{name} has shape {shape} but the matrix has {cols} columns (expected ({cols},))"
         )
+    kind = getattr(getattr(x, "dtype", None), "kind", None) or np.asarray(x).dtype.kind
+    if kind not in "biuf":
+        raise MatrixError(f"{name} holds {_kind_name(kind)} values; expected real numbers")
     cupy = cupy_module()
     vec = cupy.asarray(x).reshape(cols)
     return cupy.ascontiguousarray(vec.astype(dtype, copy=False))
+
+
+def _kind_name(kind: str) -> str:
+    return {"c": "complex", "O": "Python object", "U": "string", "S": "byte string"}.get(
+        kind, f"non-numeric ({kind})"
+    )
+
+
+def check_device_vector(cupy: Any, v: Any, dtype: np.dtype[Any], size: int, name: str) -> Any:
+    """``v`` itself if it is a contiguous CuPy vector of ``dtype`` and ``size`` elements (a
+    kernel is handed its raw address), else a one-line MatrixError saying what it is."""
+    if not isinstance(v, cupy.ndarray):
+        raise MatrixError(
+            f"{name} must be a CuPy array (the kernel writes and reads device memory), "
+            f"got {type(v).__name__}"
+        )
+    if v.dtype != dtype or v.shape != (size,) or not v.flags.c_contiguous:
+        layout = "contiguous" if v.flags.c_contiguous else "non-contiguous"
+        raise MatrixError(
+            f"{name} must be a contiguous {dtype.name} vector of {size} elements, got a "
+            f"{layout} {v.dtype} array of shape {tuple(v.shape)}"
+        )
+    return v
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,11 @@
 ``Kernel(schedule, dtype=...)`` renders and compiles lazily (one module per index width and
 trace flag, cached by source hash). ``prepare(A)`` uploads and validates the matrix once and
 precomputes every launch argument; ``launch(prepared, x, y)`` is then a single kernel launch
-with no host synchronisation, which is what benchmarks time.
+with no host synchronisation, which is what benchmarks time. ``kernel(A, x)`` remembers the
+prepared form of the matrices it meets (``runtime.matrix_cache`` states the rule), so a loop
+that passes the same matrix pays the preparation once. ``launch_into`` (no allocation) and
+``capture`` (a CUDA graph, ``runtime.graphs``) serve loops that reuse their vectors;
+``linear_operator`` hands the kernel to cupyx's solvers (``runtime.operator``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,18 @@ import numpy as np
 
 from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtype
 from teaal_loops.codegen.render import render
+from teaal_loops.errors import MatrixError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.runtime import backend
-from teaal_loops.runtime.device_matrix import DeviceMatrix, converter, to_device_vector
+from teaal_loops.runtime.device_matrix import (
+    DeviceMatrix,
+    check_device_vector,
+    converter,
+    to_device_vector,
+)
+from teaal_loops.runtime.graphs import CapturedLaunch, capture_launch
+from teaal_loops.runtime.matrix_cache import DEFAULT_CAPACITY, MatrixCache, content_arrays
+from teaal_loops.runtime.operator import linear_operator
 from teaal_loops.schedules import bind, schedule_definition
 from teaal_loops.types import DeviceInfo, MatrixShape
 
@@ -38,6 +51,11 @@ class PreparedMatrix:
     block: tuple[int, int, int]
     leading_args: tuple[Any, ...]  # layout + schedule arguments, in signature order
     no_owner: Any  # a one-element int32 array standing in for the unused owner pointer
+    # True when the kernel adds into y (ATOMIC): y must be zero before every launch
+    accumulates: bool = False
+    # True when the values array is the user's own (no conversion, no copy): the kernel then
+    # sees the user's in-place edits of the values (see runtime.matrix_cache)
+    aliases_input: bool = False
     _functions: dict[bool, Any] = field(default_factory=dict)
     # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
@@ -47,9 +65,8 @@ class PreparedMatrix:
         return self.matrix.shape
 
     @property
-    def accumulates(self) -> bool:
-        """True when the kernel adds into y (ATOMIC): y must be zero before every launch."""
-        return self.bound.schedule.combine is Combine.ATOMIC
+    def dtype(self) -> np.dtype[Any]:
+        return self.matrix.dtype
 
 
 def schedule_arguments(bound: BoundSchedule) -> dict[str, int]:
@@ -61,7 +78,16 @@ def schedule_arguments(bound: BoundSchedule) -> dict[str, int]:
 
 
 class Kernel:
-    """An SpMV kernel generated from one schedule (see :func:`teaal_loops.pipeline.compile`)."""
+    """An SpMV kernel generated from one schedule (see :func:`teaal_loops.pipeline.compile`).
+
+    ``kernel(A, x)`` remembers the prepared form of the last few matrices it met
+    (:mod:`teaal_loops.runtime.matrix_cache` states exactly what is detected when a matrix
+    changes), so calling it in a loop with the same matrix costs about what
+    ``kernel(prepared, x)`` does. Every launch, zeroing and allocation goes to the current CuPy
+    stream, and nothing synchronises with the host.
+    """
+
+    CACHE_SIZE = DEFAULT_CAPACITY  # prepared matrices remembered per kernel
 
     def __init__(
         self,
@@ -80,6 +106,8 @@ class Kernel:
             schedule, dtype=self.dtype.name, layout=self.layout, bound=self._bind_nominal()
         )
         self.layout = self._nominal.layout  # canonical: "BCSR:4" -> "bcsr:4x4"
+        self._cache: MatrixCache[PreparedMatrix] = MatrixCache(self.CACHE_SIZE)
+        self._cupy: Any = None  # the cupy module, once a call has found it usable
 
     # -- binding and source ---------------------------------------------------------------
     def _bind_nominal(self) -> BoundSchedule:
@@ -103,35 +131,56 @@ class Kernel:
     def bind(self, shape: MatrixShape) -> BoundSchedule:
         return bind(self.schedule, shape, backend.device_info(), self.params)
 
+    def _cp(self) -> Any:
+        cp = self._cupy
+        if cp is None:
+            cp = self._cupy = backend.cupy_module()
+        return cp
+
     # -- preparing a matrix ---------------------------------------------------------------
     def prepare(self, A: Any) -> PreparedMatrix:
-        """Upload and validate ``A`` once; the result is reused by every call and launch.
+        """Upload and validate ``A`` now; the result is reused by every call and launch.
 
-        Passing a :class:`PreparedMatrix` back returns it unchanged.
+        Always prepares anew (use it after editing a matrix in place) and remembers the result
+        for ``A``, so that ``kernel(A, x)`` finds it. Passing a :class:`PreparedMatrix` back
+        returns it unchanged.
         """
         if isinstance(A, PreparedMatrix):
-            return A
-        cupy = backend.cupy_module()
+            return self._own(A)
+        prepared = self._prepare(A)
+        self._cache.store(A, prepared)
+        return prepared
+
+    def prepared_for(self, A: Any) -> PreparedMatrix:
+        """``A`` prepared: remembered from an earlier call while ``A`` is unchanged (see
+        :mod:`teaal_loops.runtime.matrix_cache`), else prepared now."""
+        if type(A) is PreparedMatrix:
+            return self._own(A)
+        hit = self._cache.lookup(A)
+        return hit if hit is not None else self.prepare(A)
+
+    def forget(self, A: Any) -> bool:
+        """Drop what this kernel remembers of matrix ``A`` (True if it remembered it): the next
+        ``kernel(A, x)`` prepares it anew. Needed after editing ``A``'s arrays in place."""
+        return self._cache.forget(A)
+
+    def _own(self, prepared: PreparedMatrix) -> PreparedMatrix:
+        """``prepared`` if a kernel of this dtype made it (its launch reads and writes vectors
+        of that dtype: another would read past the ends of this kernel's vectors)."""
+        if prepared.config.dtype != self._nominal.dtype:
+            raise MatrixError(
+                f"this matrix was prepared for {prepared.config.dtype}, not for this "
+                f"{self.dtype.name} kernel: prepare it with this kernel"
+            )
+        return prepared
+
+    def _prepare(self, A: Any) -> PreparedMatrix:
+        cupy = self._cp()
         matrix: DeviceMatrix = converter(self.layout)(A, self.dtype)
         bound = self.bind(matrix.schedule_shape)  # tiles and atoms of the layout
         if bound.index_bits != matrix.index_bits:  # bind and the converter agree on the rule
             matrix = converter(self.layout)(A, self.dtype, bound.index_bits)
         cfg = make_config(self.schedule, dtype=self.dtype.name, layout=self.layout, bound=bound)
-        sched_args = schedule_arguments(bound)
-        values: dict[str, Any] = dict(matrix.arrays)
-        values.update(matrix.kernel_scalars())
-        values.update(sched_args)
-        offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
-        leading = []
-        for p in cfg.kernel_params():
-            if p.name in ("x", "y", "owner"):
-                continue
-            value = values[p.name]
-            if p.is_pointer:
-                leading.append(value)
-            else:
-                scalar = _SCALAR_DTYPES[p.scalar_type] or offset_dtype
-                leading.append(scalar(value))
         launch = bound.launch
         if launch.threads_per_block != cfg.threads_per_block:
             raise AssertionError(  # bind and codegen disagree: a bug, not a user error
@@ -145,8 +194,10 @@ class Kernel:
             source=render(cfg),
             grid=(max(launch.blocks, 0), 1, 1),
             block=(launch.threads_per_block, 1, 1),
-            leading_args=tuple(leading),
+            leading_args=leading_arguments(cfg, bound, matrix),
             no_owner=cupy.zeros(1, dtype=np.int32),
+            accumulates=bound.schedule.combine is Combine.ATOMIC,
+            aliases_input=_aliases(matrix, A),
         )
 
     # -- launching ------------------------------------------------------------------------
@@ -161,9 +212,10 @@ class Kernel:
         """One raw launch: no checks, no zeroing, no synchronisation (for benchmarks).
 
         ``x`` and ``y`` must be contiguous CuPy vectors of the kernel's dtype; for accumulating
-        schedules the caller zeroes ``y`` first (see :meth:`zero_output`). The launch goes
-        through a launcher with the matrix's arguments packed once (one driver call); CuPy's
-        generic launch is the fallback (other argument types, a thread without a context).
+        schedules the caller zeroes ``y`` first (see :meth:`zero_output`, or use
+        :meth:`launch_into`). The launch goes through a launcher with the matrix's arguments
+        packed once (one driver call on the current stream); CuPy's generic launch is the
+        fallback (other argument types, a thread without a context).
         """
         if prepared.grid[0] == 0:
             return
@@ -187,48 +239,82 @@ class Kernel:
         prepared._raw[trace] = raw or False
         return raw or False
 
+    def warm_up(self, A: Any) -> PreparedMatrix:
+        """Prepare ``A``, compile its kernel and build its launcher now, so that the next
+        launch does nothing but launch (before a CUDA graph capture, say)."""
+        prepared = self.prepared_for(A)
+        if prepared._raw.get(False) is None:
+            self._raw_launcher(prepared, False)
+        return prepared
+
+    def launch_into(self, A: Any, x: Any, y: Any) -> None:
+        """``y = A @ x`` into the caller's ``y``: zeroes ``y`` where the schedule accumulates,
+        then one launch, on the current stream; no allocation and no synchronisation, so it can
+        be captured in a CUDA graph (see :meth:`capture`). ``x`` and ``y`` must be contiguous
+        CuPy vectors of the kernel's dtype (checked: the kernel takes their raw addresses)."""
+        prepared = self.prepared_for(A)
+        check_device_vector(self._cp(), x, self.dtype, prepared.shape.cols, "x")
+        check_device_vector(self._cp(), y, self.dtype, prepared.shape.rows, "y")
+        self.zero_output(prepared, y)
+        self.launch(prepared, x, y)
+
+    def capture(self, A: Any, x: Any, y: Any, *, stream: Any = None) -> CapturedLaunch:
+        """A CUDA graph of ``launch_into(A, x, y)`` (the zeroing of an accumulating output
+        included), captured on ``stream`` (default: a new non-blocking stream). Replaying it
+        (``graph.launch()``) computes ``A @ x`` from what ``x`` holds then, into ``y``: change
+        ``x``'s contents in place, not the array. The returned object keeps the matrix and
+        both vectors alive while it lives."""
+        return capture_launch(self, self.warm_up(A), x, y, stream=stream)
+
     def new_output(self, prepared: PreparedMatrix) -> Any:
         """An output vector ready for one launch: zeroed where the schedule accumulates."""
-        cupy = backend.cupy_module()
-        rows = prepared.shape.rows
+        cupy = self._cp()
         if prepared.accumulates:
-            return cupy.zeros(rows, dtype=self.dtype)
-        return cupy.empty(rows, dtype=self.dtype)
+            return cupy.zeros(prepared.matrix.shape.rows, dtype=self.dtype)
+        return cupy.empty(prepared.matrix.shape.rows, dtype=self.dtype)
 
     def zero_output(self, prepared: PreparedMatrix, y: Any) -> None:
         """Re-zero ``y`` before a repeated launch of an accumulating schedule (else a no-op)."""
         if prepared.accumulates:
-            backend.zero_async(backend.cupy_module(), y)
+            backend.zero_async(self._cp(), y)
 
     def vector(self, prepared: PreparedMatrix, x: Any) -> Any:
         """``x`` as a contiguous CuPy vector of the kernel's dtype (itself when it is one)."""
-        cupy = backend.cupy_module()
+        cupy = self._cp()
         if (
             isinstance(x, cupy.ndarray)
             and x.dtype == self.dtype
-            and x.shape == (prepared.shape.cols,)
+            and x.shape == (prepared.matrix.shape.cols,)
             and x.flags.c_contiguous
         ):
             return x
         return to_device_vector(x, self.dtype, prepared.shape.cols)
 
     def __call__(self, A: Any, x: Any, *, out: Any = None) -> Any:
-        """``y = A @ x`` on the GPU; returns a CuPy array (``A`` may be a PreparedMatrix)."""
-        prepared = self.prepare(A)
+        """``y = A @ x`` on the GPU; returns a CuPy array: a new one, or ``out`` (a contiguous
+        CuPy vector of the kernel's dtype and the matrix's rows). ``A`` may be a
+        PreparedMatrix, or any matrix, which is prepared once and remembered."""
+        prepared = self.prepared_for(A)
         xd = self.vector(prepared, x)
         if out is None:
             y = self.new_output(prepared)
         else:
-            y = out
+            y = check_device_vector(self._cp(), out, self.dtype, prepared.shape.rows, "out")
             self.zero_output(prepared, y)
         self.launch(prepared, xd, y)
         return y
 
+    def linear_operator(self, A: Any, *, dtype: object = None) -> Any:
+        """``A`` as a ``cupyx.scipy.sparse.linalg.LinearOperator`` whose products run this
+        kernel, for ``cg``, ``gmres``, ``minres``, ``eigsh``, ``lobpcg`` (see
+        :func:`teaal_loops.runtime.operator.linear_operator`)."""
+        return linear_operator(self, self.prepared_for(A), dtype=dtype)
+
     def trace(self, A: Any, x: Any) -> Any:
         """The owning global thread id of every atom (CuPy int32, in the layout's atom order,
         see :mod:`teaal_loops.layouts.contract`; -1 = none)."""
-        cupy = backend.cupy_module()
-        prepared = self.prepare(A)
+        cupy = self._cp()
+        prepared = self.prepared_for(A)
         xd = self.vector(prepared, x)
         y = self.new_output(prepared)
         owner = cupy.full(prepared.bound.matrix.nnz, -1, dtype=np.int32)  # one per atom
@@ -240,3 +326,32 @@ class Kernel:
             f"Kernel({self.schedule.spec_name}: {self.kind}, layout={self.layout}, "
             f"dtype={self.dtype.name})"
         )
+
+
+def leading_arguments(
+    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix
+) -> tuple[Any, ...]:
+    """The layout's and the schedule's kernel arguments in signature order (x, y and owner
+    follow them), scalars cast to the types the signature declares."""
+    values: dict[str, Any] = dict(matrix.arrays)
+    values.update(matrix.kernel_scalars())
+    values.update(schedule_arguments(bound))
+    offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
+    leading = []
+    for p in cfg.kernel_params():
+        if p.name in ("x", "y", "owner"):
+            continue
+        value = values[p.name]
+        if p.is_pointer:
+            leading.append(value)
+        else:
+            scalar = _SCALAR_DTYPES[p.scalar_type] or offset_dtype
+            leading.append(scalar(value))
+    return tuple(leading)
+
+
+def _aliases(matrix: DeviceMatrix, A: Any) -> bool:
+    """True when the prepared values array is one of ``A``'s own arrays."""
+    values = matrix.arrays.get("values")
+    content = content_arrays(A)
+    return values is not None and content is not None and any(values is a for a in content)

@@ -63,7 +63,9 @@ def _stdout(nb: Any) -> str:
 
 
 def test_one_notebook_per_schedule() -> None:
-    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == sorted(SCHEDULES)
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb") if p.stem != "solvers") == sorted(
+        SCHEDULES
+    )
     for name in SCHEDULES:
         assert (REPO / "specs" / f"{name}.yaml").is_file()
 

@@ -1,0 +1,139 @@
+"""The lean launch path without a GPU: one raw launch on the current stream, zeroing with
+cudaMemsetAsync on that stream, nothing else on a cache hit, and no Jinja on a second prepare."""
+
+from __future__ import annotations
+
+import ctypes
+import types
+from typing import Any
+
+import jinja2
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import teaal_loops.pipeline as pipeline
+import teaal_loops.runtime.kernel as kernel_module
+from teaal_loops.codegen.render import clear_caches
+from teaal_loops.runtime import Kernel, backend
+
+from .conftest import SPECS, FakeGpu
+
+REAL_LAUNCH = Kernel.launch  # before the fake_gpu fixture replaces it
+
+
+class DeviceVector:
+    """A stand-in for a CuPy vector: an address, a dtype, a shape, contiguous."""
+
+    _next = [0x1000]
+
+    def __init__(self, n: int, dtype: Any) -> None:
+        DeviceVector._next[0] += 0x1000
+        self.data = types.SimpleNamespace(ptr=DeviceVector._next[0])
+        self.shape = (n,)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = n * self.dtype.itemsize
+        self.flags = types.SimpleNamespace(c_contiguous=True)
+        self.filled: list[float] = []
+
+    def fill(self, value: float) -> None:
+        self.filled.append(value)
+
+
+def _pointer_cupy(gpu: FakeGpu) -> Any:
+    """cupy as far as the hot path uses it, allocating DeviceVectors (and logging it)."""
+
+    def alloc(name: str) -> Any:
+        def make(n: int, dtype: Any = np.float64) -> DeviceVector:
+            gpu.record(f"alloc:{name}")
+            return DeviceVector(n, dtype)
+
+        return make
+
+    return types.SimpleNamespace(ndarray=DeviceVector, empty=alloc("empty"), zeros=alloc("zeros"))
+
+
+@pytest.mark.parametrize("name", ["thread_mapped", "work_oriented"])
+def test_a_call_on_a_remembered_matrix_is_one_raw_launch(
+    fake_gpu: FakeGpu, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    kernel = pipeline.compile(SPECS / f"{name}.yaml", dtype="float32")
+    assert isinstance(kernel, Kernel)
+    A = sp.random(40, 30, density=0.2, format="csr", random_state=1)
+    prepared = kernel.prepare(A)
+    monkeypatch.setattr(Kernel, "launch", REAL_LAUNCH)
+    monkeypatch.setattr(kernel_module, "converter", lambda layout: pytest.fail("converted"))
+    monkeypatch.setattr(backend, "get_function", lambda *a, **k: pytest.fail("compiled"))
+    launches: list[tuple[int, ...]] = []
+    prepared._raw[False] = lambda *pointers: launches.append(pointers)
+    prepared.no_owner = DeviceVector(1, np.int32)
+    kernel._cupy = _pointer_cupy(fake_gpu)
+    x = DeviceVector(30, np.float32)
+    fake_gpu.log.clear()
+
+    y1 = kernel(prepared, x)
+    y2 = kernel(A, x)  # remembered: no conversion, no compilation
+    y3 = DeviceVector(40, np.float32)
+    kernel.launch_into(A, x, y3)
+    assert launches == [
+        (x.data.ptr, y.data.ptr, prepared.no_owner.data.ptr) for y in (y1, y2, y3)
+    ]
+    accumulating = name == "work_oriented"
+    allocation = "alloc:zeros" if accumulating else "alloc:empty"
+    expected = [allocation, allocation] + (["zero"] if accumulating else [])
+    assert [what for what, _, _ in fake_gpu.log] == expected
+
+
+def test_the_raw_launcher_reads_the_current_stream_at_every_launch() -> None:
+    streams = [types.SimpleNamespace(ptr=0)]
+    calls: list[tuple[Any, ...]] = []
+    function = types.SimpleNamespace(ptr=0xF00)
+    matrix_array = types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xA000))
+    raw = backend.RawLaunch(
+        function, 7, 128, [matrix_array, np.int32(5)], 3,
+        lambda *args: calls.append(args), lambda: streams[-1],
+    )
+    raw(0x1, 0x2, 0x3)
+    streams.append(types.SimpleNamespace(ptr=0x55))  # as inside `with stream:`
+    raw(0x4, 0x5, 0x6)
+    assert [c[8] for c in calls] == [0, 0x55]
+    assert [c[:7] for c in calls] == [(0xF00, 7, 1, 1, 128, 1, 1)] * 2
+    # the argument array holds the packed matrix arguments and the last pointers written
+    params = ctypes.cast(calls[-1][9], ctypes.POINTER(ctypes.c_void_p))
+    cells = [params[i] for i in range(5)]
+    assert ctypes.c_void_p.from_address(cells[0]).value == 0xA000
+    assert ctypes.c_int32.from_address(cells[1]).value == 5
+    assert [ctypes.c_void_p.from_address(c).value for c in cells[2:]] == [0x4, 0x5, 0x6]
+
+
+def test_zeroing_is_one_memset_on_the_current_stream() -> None:
+    memsets: list[tuple[int, ...]] = []
+    current = types.SimpleNamespace(ptr=0x77)
+    cupy = types.SimpleNamespace(
+        ndarray=DeviceVector,
+        cuda=types.SimpleNamespace(
+            runtime=types.SimpleNamespace(memsetAsync=lambda *a: memsets.append(a)),
+            get_current_stream=lambda: current,
+        ),
+    )
+    y = DeviceVector(10, np.float64)
+    backend.zero_async(cupy, y)
+    assert memsets == [(y.data.ptr, 0, 80, 0x77)]
+    y.flags.c_contiguous = False
+    backend.zero_async(cupy, y)  # a strided view: CuPy's fill (a kernel on the same stream)
+    assert y.filled == [0] and len(memsets) == 1
+
+
+def test_a_second_prepare_calls_no_jinja(fake_gpu: FakeGpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_caches()  # earlier tests may have rendered these configurations already
+    kernel = pipeline.compile(SPECS / "merge_path.yaml", dtype="float64")
+    assert isinstance(kernel, Kernel)
+    first = kernel.prepare(sp.random(50, 50, density=0.1, format="csr", random_state=1))
+    rendered: list[Any] = []
+    real = jinja2.Template.render
+    monkeypatch.setattr(jinja2.Template, "render", lambda *a, **k: rendered.append(a) or real(*a, **k))
+    second = kernel.prepare(sp.random(80, 70, density=0.05, format="csr", random_state=2))
+    assert rendered == [] and second.source is first.source
+    other = pipeline.compile(SPECS / "merge_path.yaml", dtype="float32")
+    other.prepare(sp.random(50, 50, density=0.1, format="csr", random_state=1))
+    assert len(rendered) == 1, "the counter missed a render: the test proves nothing"
