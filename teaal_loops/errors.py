@@ -108,6 +108,14 @@ class TeaalLoopsError(Exception):
         return self
 
     def __str__(self) -> str:
+        """``FILE:LINE:COL: MESSAGE`` (or the message alone): what a traceback shows after the
+        class name, so it does not say "error" twice."""
+        if self.location is None:
+            return printable(self.message)
+        return f"{self.location.prefix()}: {printable(self.message)}"
+
+    def cli_line(self) -> str:
+        """The command line's one line: ``FILE:LINE:COL: error: MESSAGE``."""
         if self.location is None:
             return f"error: {printable(self.message)}"
         return f"{self.location.prefix()}: error: {printable(self.message)}"
@@ -140,6 +148,7 @@ class SpecError(TeaalLoopsError):
         expected: str | None = None,
     ) -> None:
         self.expected = expected
+        self.detail = message  # the message without the key path and expectation
         full = message
         if key_path:
             shown = key_path if len(key_path) <= 200 else f"{key_path[:120]}...{key_path[-40:]}"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+CORPUS_SKIP_HINT = "it lives beside the checkout, or set TEAAL_LOOPS_CORPUS to its folder"
 
 
 def corpus_dir() -> Path:
@@ -21,5 +22,5 @@ def corpus_dir() -> Path:
 def require_corpus(*parts: str) -> Path:
     path = corpus_dir().joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared corpus not found at {path} (it lives beside the checkout)")
+        pytest.skip(f"shared corpus not found at {path} ({CORPUS_SKIP_HINT})")
     return path

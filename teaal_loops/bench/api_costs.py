@@ -45,9 +45,9 @@ import scipy.sparse as sp
 
 from teaal_loops import pipeline
 from teaal_loops.auto import library_dir
+from teaal_loops.bench.timing import Timer
 from teaal_loops.errors import TeaalLoopsError
 from teaal_loops.matrix import read_matrix_market, synthetic
-from teaal_loops.bench.timing import Timer
 from teaal_loops.runtime import backend
 from teaal_loops.spec import load_spec_string
 

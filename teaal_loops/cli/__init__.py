@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except TeaalLoopsError as err:
-        print(str(_located(err, args)), file=sys.stderr)
+        print(_located(err, args).cli_line(), file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:  # `teaal-loops ... | head` closed our output: not an error
         _silence_stdout()

@@ -113,9 +113,10 @@ def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:
     """The refusal, followed by the mappings the registered schedules recognise."""
     supported = "; ".join(d.mapping_text for d in definitions())
     return UnsupportedMappingError(
-        f"{err.message}; supported SpMV mappings: {supported}",
+        f"{err.detail}; supported SpMV mappings: {supported}",
         location=err.location,
-        key_path=getattr(err, "key_path", None),
+        key_path=err.key_path,
+        expected=err.expected,
     )
 
 
@@ -128,11 +129,35 @@ def _context(spec: Spec, shape: SpmvShape, layout: str | None) -> MappingContext
         chosen = canonical_layout(chosen)  # "BCSR:4" -> "bcsr:4x4"; a bad option fails here
     except LayoutError as err:
         raise LayoutError(err.message, location=err.location, key_path=key_path) from None
+    _check_orientation(spec, shape, definition.scatters, chosen, key_path)
     if definition.scatters:
         ctx = mapping_context(spec, shape, chosen, shape.col_rank, shape.row_rank, True)
     else:
         ctx = mapping_context(spec, shape, chosen, shape.row_rank, shape.col_rank, False)
     return replace(ctx, layout_key=key_path)
+
+
+def _check_orientation(
+    spec: Spec, shape: SpmvShape, scatters: bool, layout: str, key_path: str | None
+) -> None:
+    """A mapping is written for the tiles of its matrix's rank order: rows for ``[M, K]``,
+    columns for ``[K, M]``. A layout whose tiles run the other way (``--layout csc`` on a spec
+    that partitions rows) would give the spec's splits to the wrong rank: refuse, and say
+    which spec to use."""
+    order = shape.matrix_rank_order
+    row_major = order[:1] == (shape.row_rank,) or order == (shape.row_rank + shape.col_rank,)
+    if scatters == row_major and spec.partitioning_of(shape.output):
+        tiles = "columns" if scatters else "rows"
+        wanted = (shape.col_rank, shape.row_rank) if scatters else (shape.row_rank, shape.col_rank)
+        raise unsupported(
+            spec,
+            f"layout {layout} tiles the matrix's {tiles}, but this spec's mapping is written for "
+            f"rank order [{', '.join(order)}] ({'rows' if row_major else 'columns'}); use a "
+            f"spec whose rank-order of {shape.matrix} is [{', '.join(wanted)}] and partitions "
+            f"{wanted[0]} (the spec library has one per layout and schedule: specs/, "
+            "specs/layouts/)",
+            key_path=key_path or f"mapping.rank-order.{shape.matrix}",
+        )
 
 
 def _chosen_layout(

@@ -20,7 +20,8 @@ from typing import Any
 from teaal_loops.errors import DeviceError
 from teaal_loops.types import DeviceInfo
 
-INSTALL_HINT = "pip install teaal-loops[cuda13]; [cuda12] for CUDA 12"
+# What installs CuPy from a checkout (teaal-loops is not on the package index).
+INSTALL_HINT = "pip install '.[cuda13]' in the checkout ('.[cuda12]' for a CUDA 12 driver)"
 COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)
 TRACE_OPTION = "-DTEAAL_TRACE=1"
 
@@ -33,8 +34,8 @@ def cupy_module() -> Any:
         import cupy
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
         raise DeviceError(
-            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); "
-            f"CuPy is not importable: {_first_line(exc)}"
+            f"CuPy is not importable ({_first_line(exc)}); running kernels needs CuPy and a "
+            f"CUDA GPU: {INSTALL_HINT}"
         ) from None
     _check_device(cupy)
     return cupy
@@ -46,21 +47,30 @@ def _device_count(cupy: Any) -> int:
         return int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:
         raise DeviceError(
-            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); "
-            f"no CUDA device is usable: {_first_line(exc)}"
+            f"no usable CUDA device or driver ({_first_line(exc)}); CuPy is installed: check "
+            "the GPU and its driver (nvidia-smi)"
         ) from None
 
 
 def _check_device(cupy: Any) -> None:
     if _device_count(cupy) < 1:
         raise DeviceError(
-            f"running kernels needs a CUDA GPU and CuPy ({INSTALL_HINT}); no CUDA device found"
+            "no CUDA device found; CuPy is installed: check the GPU and its driver (nvidia-smi)"
         )
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def unavailable_reason() -> str | None:
+    """Why kernels cannot run here (one line, the cause first), or None when they can."""
+    try:
+        cupy_module()
+    except DeviceError as err:
+        return err.message
+    return None
 
 
 def gpu_available() -> bool:

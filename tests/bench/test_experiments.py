@@ -74,7 +74,7 @@ def test_a_source_file_must_define_the_kernel_and_a_patch_must_apply(tmp_path: P
     assert v.kernel_source(generated, "teaal_spmv_merge_path") == old.read_text()
     with pytest.raises(TeaalLoopsError) as err:
         v.kernel_source(generated, "teaal_spmv_thread_mapped")
-    assert str(err.value).startswith(f"{old}: error: defines no kernel teaal_spmv_thread_mapped")
+    assert err.value.cli_line().startswith(f"{old}: error: defines no kernel teaal_spmv_thread_mapped")
     patched = dataclasses.replace(MERGE, patch=(("UNROLL 4", "UNROLL 8"),))
     assert "UNROLL 8" in patched.kernel_source(generated, "teaal_spmv_merge_path")
     stale = dataclasses.replace(MERGE, patch=(("UNROLL 2", "UNROLL 8"),))

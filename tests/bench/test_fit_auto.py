@@ -62,8 +62,8 @@ def test_a_bad_constants_file_is_one_line_naming_the_file(
     path.write_text(json.dumps(doc))
     with pytest.raises(TeaalLoopsError) as err:
         auto.load_constants(path)
-    assert message in str(err.value)
-    assert str(err.value).startswith(f"{path}: error: ")
+    assert message in err.value.cli_line()
+    assert err.value.cli_line().startswith(f"{path}: error: ")
     path.write_text("{not json")
     with pytest.raises(TeaalLoopsError, match="cannot read auto constants"):
         auto.load_constants(path)

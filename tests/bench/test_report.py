@@ -214,6 +214,6 @@ def test_results_that_cannot_be_written_are_one_error_naming_the_file(tmp_path: 
     target = tmp_path / "file" / "r.json"
     with pytest.raises(TeaalLoopsError) as err:
         write_json(document(), target)
-    assert str(err.value).startswith(f"{target}: error: cannot write")
+    assert err.value.cli_line().startswith(f"{target}: error: cannot write")
     write_json(document(), tmp_path / "ok" / "r.json")
     assert json.loads((tmp_path / "ok" / "r.json").read_text())["schema"] == document()["schema"]

@@ -56,3 +56,24 @@ def test_unknown_param_exits_2_with_one_line(capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "NOPE" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "spec, layout, order",
+    [("thread_mapped.yaml", "csc", "[K, M]"), ("work_oriented.yaml", "csc", "[K, M]"),
+     ("layouts/csc/thread_mapped.yaml", "csr", "[M, K]")],
+)
+def test_a_layout_whose_tiles_run_the_other_way_names_the_spec_to_use(
+    capsys: pytest.CaptureFixture[str], spec: str, layout: str, order: str
+) -> None:
+    """--layout csc on a spec that partitions rows would hand its splits to the columns."""
+    rc = main(["explain", str(REPO / "specs" / spec), "--layout", layout])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert f"rank-order of A is {order}" in err and "specs/layouts/" in err
+    assert "group-mapped" not in err.split(";")[0]  # not a confusing schedule message
+
+
+def test_layouts_with_the_same_orientation_still_override(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["explain", str(REPO / "specs" / "work_oriented.yaml"), "--layout", "coo"])
+    assert rc == 0 and "layout:    coo" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,45 @@ def test_run_without_cupy_says_so_in_one_line(capsys: pytest.CaptureFixture[str]
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err.startswith("error: ") and "needs a CUDA GPU and CuPy" in err
-    assert "pip install teaal-loops[cuda13]" in err
+    # the cause first, then the install command that works from a checkout (the package is
+    # not on the index), and "error:" once
+    assert err.startswith("error: CuPy is not importable (") and err.count("error:") == 1
+    assert "pip install '.[cuda13]'" in err and "teaal-loops[cuda13]" not in err
+
+
+def test_without_a_device_the_cause_comes_first_and_no_install_is_advised(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import types
+
+    from teaal_loops.runtime import backend
+
+    class NoDriver:
+        @staticmethod
+        def getDeviceCount() -> int:  # noqa: N802 - CuPy's name
+            raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    fake = types.ModuleType("cupy")  # hashable, as CuPy's module is
+    fake.cuda = types.SimpleNamespace(runtime=NoDriver)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    backend._device_count.cache_clear()
+    try:
+        reason = backend.unavailable_reason()
+        rc = main(["run", str(REPO / "specs" / "merge_path.yaml"), "--synthetic",
+                   "uniform:rows=10,nnz=20"])
+    finally:
+        backend._device_count.cache_clear()
+    assert reason is not None and reason.startswith("no usable CUDA device or driver")
+    assert "cudaErrorInsufficientDriver" in reason and "pip install" not in reason
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == f"error: {reason}"
+
+
+def test_a_device_error_says_error_once_in_a_traceback() -> None:
+    from teaal_loops.errors import DeviceError
+
+    err = DeviceError("no CUDA device found")
+    assert str(err) == "no CUDA device found" and err.cli_line() == "error: no CUDA device found"
 
 
 def test_compile_needs_no_gpu_and_exposes_the_source() -> None:

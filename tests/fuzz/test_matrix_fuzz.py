@@ -95,7 +95,7 @@ def _read(data: bytes, path: str) -> tuple[str, object]:
     try:
         return "matrix", read_matrix_market_bytes(data, name=NAME)
     except TeaalLoopsError as err:
-        return "error", str(err)
+        return "error", err.cli_line()
     finally:
         mm_fast.HAVE_SCIPY_READER, mmio.USE_FAST_PATH = True, True
 

@@ -65,7 +65,7 @@ def check_case(text: str) -> str:
         spec = load_spec_string(text, source=SOURCE)
     except SpecError as err:
         assert err.location is not None and err.location.line is not None, f"unlocated: {err}"
-        assert "\n" not in str(err), repr(str(err))
+        assert "\n" not in err.cli_line(), repr(err.cli_line())
         return "spec error"
     for warning in spec.warnings:
         assert warning.location is not None and "\n" not in str(warning), repr(str(warning))
@@ -74,9 +74,9 @@ def check_case(text: str) -> str:
         with spec_errors(spec):
             lower(spec)
     except TeaalLoopsError as err:
-        assert "\n" not in str(err), repr(str(err))
+        assert "\n" not in err.cli_line(), repr(err.cli_line())
         if err.key_path is not None:  # spec_errors must have placed it
-            assert err.location is not None and err.location.line is not None, str(err)
+            assert err.location is not None and err.location.line is not None, err.cli_line()
         elif err.location is None or err.location.line is None:
             UNLOCATED[f"{type(err).__name__}: {err.message[:90]}"] += 1
         return "lowering error"

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from teaal_loops.runtime.backend import gpu_available
+from teaal_loops.runtime.backend import unavailable_reason
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if gpu_available():
+    reason = unavailable_reason()
+    if reason is None:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy (pip install teaal-loops[cuda13])")
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

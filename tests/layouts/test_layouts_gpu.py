@@ -19,13 +19,13 @@ import pytest
 from teaal_loops.errors import LayoutError
 from teaal_loops.layouts import TileView, tile_view
 from teaal_loops.lowering import simulate, simulate_view
-from teaal_loops.runtime.backend import gpu_available
+from teaal_loops.runtime.backend import gpu_available, unavailable_reason
 from tests.gpu import cases as gpu_cases
 from tests.layouts import cases
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy"),
+    pytest.mark.skipif(not gpu_available(), reason=f"needs a CUDA GPU: {unavailable_reason()}"),
 ]
 
 MATRICES = [m for m in gpu_cases.matrix_ids() if m.startswith("corpus:")] + [
@@ -48,7 +48,7 @@ def _host(matrix_id: str, layout: str) -> tuple[Any, str | None]:
     try:
         return convert(A, name, **opts), None
     except LayoutError as err:
-        refusal = str(err)
+        refusal = err.cli_line()
     rows = A.shape[0]
     atoms = {
         "ell": rows * int(np.diff(A.indptr).max(initial=0)),

@@ -167,8 +167,8 @@ def test_broken_files_name_the_file_and_line(
     with pytest.raises(MatrixError) as err:
         read_matrix_market(path)
     assert err.value.location is not None
-    assert err.value.location.line == line, str(err.value)
-    assert str(path) in str(err.value) and f":{line}:" in str(err.value)
+    assert err.value.location.line == line, err.value.cli_line()
+    assert str(path) in err.value.cli_line() and f":{line}:" in err.value.cli_line()
     assert words in err.value.message
 
 

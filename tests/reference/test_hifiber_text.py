@@ -132,7 +132,7 @@ def test_unsupported_mappings_are_refused_with_the_reason(mapping, einsum, match
     spec = load_spec_string(head + (f"mapping:\n  {mapping}\n" if mapping else ""))
     with pytest.raises(UnsupportedMappingError, match=match) as info:
         hifiber_source(spec, params={})
-    assert "HiFiber reference" in str(info.value)
+    assert "HiFiber reference" in info.value.cli_line()
 
 
 def test_sum_inside_a_product_is_refused() -> None:

@@ -112,7 +112,7 @@ def test_without_a_gpu_it_says_so_in_one_line(
 ) -> None:
     assert api_costs.main(["--out", str(tmp_path / "r.json"), "--quick"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "needs a CUDA GPU and CuPy" in err
+    assert len(err.splitlines()) == 1 and ("CuPy is not importable" in err or "CUDA device" in err)
 
 
 def test_the_whole_run_on_the_fake_gpu(fake_gpu: FakeGpu, tmp_path: Path,

@@ -8,9 +8,9 @@ import pytest
 
 from teaal_loops.errors import SpecError
 from teaal_loops.spec import load_spec, spec_to_json
+from tests.conftest import CORPUS_SKIP_HINT, corpus_dir
 
-CORPUS = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus").resolve()
-SPECS = CORPUS / "teaal-specs"
+SPECS = corpus_dir() / "teaal-specs"
 
 # Specs the TeAAL compiler itself cannot load, with what our message must say.
 BROKEN = {
@@ -27,7 +27,7 @@ def _corpus_files() -> list[Path]:
 
 def _need_corpus() -> None:
     if not SPECS.is_dir():
-        pytest.skip(f"shared corpus not found at {SPECS} (it lives beside the checkout)")
+        pytest.skip(f"shared corpus not found at {SPECS} ({CORPUS_SKIP_HINT})")
 
 
 def _spec(*parts: str) -> Path:
@@ -51,7 +51,7 @@ def test_every_corpus_spec_loads_or_fails_as_teaal_does(path: Path | None) -> No
         err = info.value
         assert BROKEN[path.name] in err.message
         assert err.location is not None and err.location.file == str(path)
-        assert str(err).startswith(f"{path}:{err.location.line}:{err.location.column}: error: ")
+        assert err.cli_line().startswith(f"{path}:{err.location.line}:{err.location.column}: error: ")
         return
     spec = load_spec(path)
     assert spec.einsums
@@ -140,3 +140,11 @@ def test_strict_mode_accepts_all_teaal_specs() -> None:
     for path in _corpus_files():
         if path.name not in BROKEN:
             load_spec(path, strict=True)
+
+
+def test_the_corpus_location_follows_teaal_loops_corpus(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    from tests.conftest import corpus_dir
+
+    monkeypatch.setenv("TEAAL_LOOPS_CORPUS", str(tmp_path))
+    assert corpus_dir() == tmp_path.resolve()

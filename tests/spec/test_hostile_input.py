@@ -46,8 +46,8 @@ def error(text: str) -> SpecError:
     with pytest.raises(SpecError) as info:
         load(text)
     err = info.value
-    assert err.location is not None and err.location.line is not None, str(err)
-    assert "\n" not in str(err)
+    assert err.location is not None and err.location.line is not None, err.cli_line()
+    assert "\n" not in err.cli_line()
     return err
 
 
@@ -99,7 +99,7 @@ def test_control_characters_in_spec_strings_are_refused(
         return
     err = error(text)
     assert err.key_path == key_path
-    assert "\n" not in str(err) and "\x1b" not in str(err)
+    assert "\n" not in err.cli_line() and "\x1b" not in err.cli_line()
 
 
 def test_a_key_with_a_line_break_is_refused_at_the_key() -> None:

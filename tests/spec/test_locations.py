@@ -94,12 +94,12 @@ def test_located_fills_an_error_that_names_only_the_file(spec: Spec) -> None:
         "nope", location=Location("loc.yaml"), key_path="mapping.spacetime.Z.space"
     )
     assert err.located(spec) is err
-    assert str(err).startswith("loc.yaml:13:14: error: mapping.spacetime.Z.space: nope")
+    assert err.cli_line().startswith("loc.yaml:13:14: error: mapping.spacetime.Z.space: nope")
 
 
 def test_located_fills_an_error_without_location(spec: Spec) -> None:
     err = ParameterError("block_threads 64 is too few", key_path="x-teaal-loops.block_threads")
-    assert str(err.located(spec)) == "loc.yaml:16:18: error: block_threads 64 is too few"
+    assert err.located(spec).cli_line() == "loc.yaml:16:18: error: block_threads 64 is too few"
 
 
 def test_located_leaves_located_and_unrelated_errors_alone(spec: Spec) -> None:
@@ -133,12 +133,12 @@ def test_lowering_errors_get_the_position_of_their_key_path(tmp_path: Path) -> N
     with pytest.raises(TeaalLoopsError) as info, spec_errors(spec):
         lower(spec)
     assert info.value.key_path is not None
-    assert info.value.location is not None and info.value.location.line is not None, str(info.value)
+    assert info.value.location is not None and info.value.location.line is not None, info.value.cli_line()
 
 
 def test_messages_are_one_line_whatever_they_quote() -> None:
     err = TeaalLoopsError("bad name 'a\nb\x1b[31m'", location=Location("f\n.yaml", 1, 2))
-    assert str(err) == "f\\n.yaml:1:2: error: bad name 'a\\nb\\x1b[31m'"
+    assert err.cli_line() == "f\\n.yaml:1:2: error: bad name 'a\\nb\\x1b[31m'"
 
 
 def test_main_locates_errors_from_the_spec_a_command_attached(
@@ -183,5 +183,5 @@ def test_a_bad_layout_option_in_the_spec_is_refused_at_its_value() -> None:
         with spec_errors(spec):
             lower(spec)
     line = len(text.splitlines())
-    assert str(info.value).startswith(f"s.yaml:{line}:11: error: ")
-    assert "block 0x0" in str(info.value)
+    assert info.value.cli_line().startswith(f"s.yaml:{line}:11: error: ")
+    assert "block 0x0" in info.value.cli_line()

@@ -170,7 +170,7 @@ def _check(text: str) -> None:
     try:
         spec = load_spec_string(text, source="p.yaml")
     except SpecError as err:
-        assert str(err)  # the one-line message renders
+        assert err.cli_line()  # the one-line message renders
         assert err.location is not None and err.location.file == "p.yaml"
         return
     assert isinstance(spec, Spec)

@@ -402,7 +402,7 @@ def test_extension_section_rejected_in_strict_mode() -> None:
 def test_extension_section_errors(body: str, key_path: str, fragment: str) -> None:
     err = spec_error(SPMV_WORK_ORIENTED + "x-teaal-loops:\n" + body)
     assert err.key_path == key_path
-    assert fragment in str(err)
+    assert fragment in err.cli_line()
 
 
 def test_extension_unknown_key_and_unused_param_warn() -> None:
@@ -417,7 +417,7 @@ def test_extension_unknown_key_and_unused_param_warn() -> None:
 
 def test_str_of_an_error_is_file_line_col() -> None:
     err = spec_error("einsum: [1, 2]\n")
-    assert str(err).startswith("s.yaml:1:9: error: einsum: ")
+    assert err.cli_line().startswith("s.yaml:1:9: error: einsum: ")
     assert err.key_path == "einsum"
     assert err.expected is not None and "declaration" in err.expected
 
@@ -495,7 +495,7 @@ def test_str_of_an_error_is_file_line_col() -> None:
 )
 def test_structural_errors(text: str, fragment: str, key_path: str | None, line: int) -> None:
     err = spec_error(text)
-    assert fragment in str(err), str(err)
+    assert fragment in err.cli_line(), err.cli_line()
     assert err.key_path == key_path
     assert err.location is not None and err.location.line == line and err.location.file == "s.yaml"
 
@@ -805,13 +805,13 @@ def test_format_problems() -> None:
     err = spec_error(base + "      M: {format: U}\n")
     assert "rank order not specified" in err.message and err.key_path == "format.A.csr.rank-order"
     err = spec_error(base + "      rank-order: [M, K]\n      M: {format: X}\n")
-    assert err.key_path == "format.A.csr.M.format" and "U (uncompressed)" in str(err)
+    assert err.key_path == "format.A.csr.M.format" and "U (uncompressed)" in err.cli_line()
     err = spec_error(base + "      rank-order: [M, K]\n      M: {pbits: 32}\n")
     assert "has no format" in err.message
     err = spec_error(base + "      rank-order: [M, K]\n      M: {format: U, cbits: wide}\n")
     assert err.key_path == "format.A.csr.M.cbits"
     err = spec_error(base + "      rank-order: [M, K]\n      M: {format: U, layout: zigzag}\n")
-    assert "contiguous or interleaved" in str(err)
+    assert "contiguous or interleaved" in err.cli_line()
     s = spec(
         base + "      rank-order: [M, K]\n      N: {format: U}\n      K: {format: C, cbit: 3}\n"
     )
