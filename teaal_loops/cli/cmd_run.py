@@ -15,6 +15,7 @@ from teaal_loops.cli.common import (
     add_param_option,
     add_seed_option,
     load_matrix_from_args,
+    padding_limit,
     parse_params,
 )
 from teaal_loops.errors import ParameterError
@@ -53,6 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--validate", action="store_true", help="count errors against SciPy float64")
     p.add_argument("--rigorous", action="store_true", help="Wilkinson-bound validation")
     p.add_argument("--repeat", type=int, default=20, metavar="N", help="timed launches (20)")
+    p.add_argument(
+        "--padding-limit",
+        type=padding_limit,
+        default="default",
+        metavar="X|none",
+        help="padded layouts (ell, dia, bcsr) may take X times the CSR bytes (default 20, "
+        "loops' SKIP_TOO_LARGE); none lifts the limit",
+    )
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed launches (3)")
     add_seed_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="schedule, launch, bandwidth")
@@ -70,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
             spec, extensions=dataclasses.replace(spec.extensions or Extensions(), schedule="auto")
         )
     # Compile (and so validate spec, layout and parameters) before touching the GPU.
-    kernel = pipeline.compile(spec, layout=args.layout, dtype=dtype, params=params)
+    kernel = pipeline.compile(
+        spec, layout=args.layout, dtype=dtype, params=params, padding_limit=args.padding_limit
+    )
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
     name, A = load_matrix_from_args(args)
     if isinstance(kernel, pipeline.AutoKernel):

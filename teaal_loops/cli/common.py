@@ -80,6 +80,23 @@ def load_matrix_from_args(args: argparse.Namespace) -> tuple[str, Any]:
     raise TeaalLoopsError("no matrix given: use -m FILE or --synthetic KIND:key=value,...")
 
 
+def padding_limit(text: str) -> float | None | str:
+    """``--padding-limit``: a positive finite number, ``none`` for no limit, or ``default``
+    (the layouts' own)."""
+    value = text.strip().lower()
+    if value == "none":
+        return None
+    if value == "default":
+        return "default"
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value[:24]!r}: expected a number or none") from None
+    if not (0 < number < float("inf")):
+        raise argparse.ArgumentTypeError(f"{value[:24]!r}: expected a positive number or none")
+    return number
+
+
 MAX_SEED = 2**62
 
 

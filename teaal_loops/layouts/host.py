@@ -113,8 +113,8 @@ def check_padding(
             f"the {name} layout of this {csr.shape[0]}x{csr.shape[1]} matrix ({csr.nnz} nonzeros) "
             f"would take {human_bytes(padded_bytes)}, {padded_bytes / reference:.1f}x its CSR "
             f"storage ({human_bytes(reference)}); the limit is {limit:g}x (SKIP_TOO_LARGE). "
-            "Use csr, or build it yourself with teaal_loops.layouts.convert(A, name, "
-            "padding_limit=None) and pass that to the kernel"
+            "Use csr, or lift the limit: teaal-loops run --padding-limit none, or "
+            "padding_limit=None in teaal_loops.compile or teaal_loops.layouts.convert"
         )
 
 
@@ -154,6 +154,9 @@ def padding_limit(options: dict[str, Any]) -> float | None:
 
 
 def no_options(name: str, options: dict[str, Any], valid: tuple[str, ...] = ()) -> None:
+    """Refuse options the layout does not take. ``padding_limit`` is accepted (and has nothing
+    to limit) everywhere, so one setting can be passed whatever the layout."""
+    options.pop("padding_limit", None)
     if options:
         valid_text = ", ".join(valid) if valid else "none"
         raise LayoutError(

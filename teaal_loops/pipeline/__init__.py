@@ -37,16 +37,21 @@ def compile(  # noqa: A001 - the public name the API promises: teaal_loops.compi
     layout: str | None = None,
     dtype: object = "float32",
     params: Mapping[str, int] | None = None,
+    padding_limit: float | None | str = "default",
 ) -> Kernel | AutoKernel:
     """A :class:`Kernel` for ``spec``: a path to a spec YAML, a parsed Spec, or a Schedule.
 
-    ``layout=None`` takes the spec's (its ``format`` section, else its rank order: CSR for
+    ``padding_limit`` bounds padded layouts (ELL, DIA, BCSR) at that many times the CSR bytes
+    (None: no bound; default 20, loops' SKIP_TOO_LARGE). ``layout=None`` takes the spec's
+    (its ``format`` section, else its rank order: CSR for
     ``[M, K]``). A spec saying ``x-teaal-loops: {schedule: auto}`` gives an
     :class:`~teaal_loops.pipeline.auto_kernel.AutoKernel` that chooses per matrix. Nothing
     touches the GPU until the kernel is called; unknown layouts, dtypes and parameters fail here.
     """
     if isinstance(spec, Schedule):
-        return make_kernel(spec, dtype=dtype, layout=layout, params=params)
+        return make_kernel(
+            spec, dtype=dtype, layout=layout, params=params, padding_limit=padding_limit
+        )
     if isinstance(spec, (str, Path)):
         spec = read_spec(spec)
     if is_auto(spec):
@@ -55,9 +60,9 @@ def compile(  # noqa: A001 - the public name the API promises: teaal_loops.compi
                 "schedule auto chooses the parameters per matrix; drop params= or choose a "
                 "schedule in the spec"
             )
-        return AutoKernel(spec, dtype=dtype, layout=layout)
+        return AutoKernel(spec, dtype=dtype, layout=layout, padding_limit=padding_limit)
     schedule = load_schedule(spec, params=params, layout=layout)
-    return make_kernel(schedule, dtype=dtype, layout=layout)
+    return make_kernel(schedule, dtype=dtype, layout=layout, padding_limit=padding_limit)
 
 
 def compile_for(
@@ -67,9 +72,12 @@ def compile_for(
     layout: str | None = None,
     dtype: object = "float32",
     params: Mapping[str, int] | None = None,
+    padding_limit: float | None | str = "default",
 ) -> Kernel:
     """:func:`compile` for one matrix ``A``: ``schedule: auto`` is resolved with its statistics."""
-    kernel = compile(spec, layout=layout, dtype=dtype, params=params)
+    kernel = compile(
+        spec, layout=layout, dtype=dtype, params=params, padding_limit=padding_limit
+    )
     return kernel.kernel_for(A) if isinstance(kernel, AutoKernel) else kernel
 
 

@@ -38,9 +38,17 @@ class _Resolved:
 
 
 class AutoKernel:
-    def __init__(self, spec: Any, *, dtype: object = "float32", layout: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        *,
+        dtype: object = "float32",
+        layout: str | None = None,
+        padding_limit: float | None | str = "default",
+    ) -> None:
         recognise_spmv(spec)  # auto still needs an SpMV einsum: refuse anything else now
         self.spec = spec
+        self.padding_limit = padding_limit
         self.dtype = np.dtype(normalize_dtype(dtype))
         self.layout = layout
         self.last_choice: Any = None
@@ -68,7 +76,9 @@ class AutoKernel:
         key = (choice.spec, tuple(sorted(choice.params.items())))
         if key not in self._kernels:
             schedule = load_schedule(path, params=choice.params, layout=self.layout)
-            self._kernels[key] = make_kernel(schedule, dtype=self.dtype, layout=self.layout)
+            self._kernels[key] = make_kernel(
+                schedule, dtype=self.dtype, layout=self.layout, padding_limit=self.padding_limit
+            )
         return _Resolved(self._kernels[key], choice)
 
     def _owner_of(self, prepared: PreparedMatrix) -> Kernel:

@@ -56,8 +56,11 @@ def make_kernel(
     dtype: object = "float32",
     layout: str | None = None,
     params: Mapping[str, int] | None = None,
+    padding_limit: float | None | str = "default",
 ) -> Kernel:
-    return Kernel(schedule, dtype=dtype, layout=layout, params=params)
+    return Kernel(
+        schedule, dtype=dtype, layout=layout, params=params, padding_limit=padding_limit
+    )
 
 
 def spec_name(spec: Any) -> str:

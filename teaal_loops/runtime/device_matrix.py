@@ -14,7 +14,7 @@ accepted as is.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,13 +287,18 @@ class HostArguments:
 
 
 def host_arguments(
-    layout: str, A: Any, dtype: np.dtype[Any], index_bits: int | None = None
+    layout: str,
+    A: Any,
+    dtype: np.dtype[Any],
+    index_bits: int | None = None,
+    build: Mapping[str, Any] | None = None,
 ) -> HostArguments:
     """Build ``layout`` from ``A`` on the host (or take ``A`` if it already is that host
-    layout), pack it and cast every array to the type its kernel parameter declares."""
+    layout), pack it and cast every array to the type its kernel parameter declares.
+    ``build`` adds options of the layout's builder (``padding_limit``)."""
     definition = get_layout(layout)
     _, option = split_name(layout)
-    host = host_layout(A, layout, **build_options(layout))
+    host = host_layout(A, layout, **{**build_options(layout), **(build or {})})
     packed = definition.pack(host, option)
     rows, cols = (int(n) for n in host.shape)
     tiles = tile_shape(host.tile_ptr(), cols)
@@ -321,11 +326,15 @@ def host_arguments(
 
 
 def to_device_layout(
-    layout: str, A: Any, dtype: np.dtype[Any], index_bits: int | None = None
+    layout: str,
+    A: Any,
+    dtype: np.dtype[Any],
+    index_bits: int | None = None,
+    build: Mapping[str, Any] | None = None,
 ) -> DeviceMatrix:
     """``A`` (any matrix, or a host layout of that name) in ``layout``, on the GPU. Refuses
     (DeviceError, SKIP_TOO_LARGE) a layout that does not fit in free device memory."""
-    host = host_arguments(layout, A, dtype, index_bits)
+    host = host_arguments(layout, A, dtype, index_bits, build)
     cupy = cupy_module()
     check_fits_device(host.nbytes, free_device_bytes(), what=f"the {layout} layout of this matrix")
     arrays = {name: cupy.asarray(a) for name, a in host.arrays.items()}
@@ -334,9 +343,9 @@ def to_device_layout(
     )
 
 
-def converter(layout: str) -> Callable[..., DeviceMatrix]:
+def converter(layout: str, build: Mapping[str, Any] | None = None) -> Callable[..., DeviceMatrix]:
     """``convert(A, dtype, index_bits=None) -> DeviceMatrix`` for a layout name."""
     definition = get_layout(layout)
     if definition.direct_csr:
         return functools.partial(to_device_csr, layout=definition.name)
-    return functools.partial(to_device_layout, layout)
+    return functools.partial(to_device_layout, layout, build=dict(build or {}))

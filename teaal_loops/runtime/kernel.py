@@ -96,8 +96,14 @@ class Kernel:
         dtype: object = "float32",
         layout: str | None = None,
         params: Mapping[str, int] | None = None,
+        padding_limit: float | None | str = "default",
     ) -> None:
+        """``padding_limit``: how many times the CSR bytes a padded layout may take (None: no
+        limit; "default": the layouts' own, 20)."""
         self.schedule = schedule
+        self._build: dict[str, Any] = (
+            {} if padding_limit == "default" else {"padding_limit": padding_limit}
+        )
         self.dtype = np.dtype(normalize_dtype(dtype))
         self.layout = (layout or schedule.layout).lower()
         self.params = dict(params or {})
@@ -176,10 +182,10 @@ class Kernel:
 
     def _prepare(self, A: Any) -> PreparedMatrix:
         cupy = self._cp()
-        matrix: DeviceMatrix = converter(self.layout)(A, self.dtype)
+        matrix: DeviceMatrix = converter(self.layout, self._build)(A, self.dtype)
         bound = self.bind(matrix.schedule_shape)  # tiles and atoms of the layout
         if bound.index_bits != matrix.index_bits:  # bind and the converter agree on the rule
-            matrix = converter(self.layout)(A, self.dtype, bound.index_bits)
+            matrix = converter(self.layout, self._build)(A, self.dtype, bound.index_bits)
         cfg = make_config(self.schedule, dtype=self.dtype.name, layout=self.layout, bound=bound)
         launch = bound.launch
         if launch.threads_per_block != cfg.threads_per_block:

@@ -333,3 +333,25 @@ def test_generated_holds_every_layout_spec_in_both_dtypes() -> None:
             assert name in present, name
             head = (REPO / "generated" / name).read_text().splitlines()[:12]
             assert any(line.startswith(f"// layout:     {canonical_layout(spec.parent.name.replace('_', ':'))} (") for line in head)
+
+
+def test_the_padding_limit_is_a_setting_of_the_kernel_and_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The refusal names the settings that lift it, and they reach the layout's builder."""
+    A = MATRICES["skewed"]
+    with pytest.raises(LayoutError) as err:
+        host_arguments("ell", A, np.dtype("float32"))
+    assert "--padding-limit none" in err.value.message and "padding_limit=None" in err.value.message
+    assert host_arguments("ell", A, np.dtype("float32"), build={"padding_limit": None}).tiles.nnz
+    assert host_arguments("csr", A, np.dtype("float32"), build={"padding_limit": 2.0}).tiles.nnz
+    from teaal_loops.cli.common import padding_limit
+
+    assert padding_limit("none") is None and padding_limit("50") == 50.0
+    for bad in ("0", "-1", "inf", "nan", "lots"):
+        with pytest.raises(Exception, match="expected a"):
+            padding_limit(bad)
+    with pytest.raises(SystemExit):
+        main(["run", str(REPO / "specs" / "thread_mapped.yaml"), "--synthetic",
+              "uniform:rows=5,nnz=5", "--padding-limit", "nan"])
+    assert "--padding-limit" in capsys.readouterr().err
