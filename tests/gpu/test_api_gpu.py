@@ -58,8 +58,8 @@ def conversions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     seen: list[Any] = []
     real = kernel_module.converter
 
-    def counting(layout: str) -> Any:
-        convert = real(layout)
+    def counting(layout: str, build: Any = None) -> Any:
+        convert = real(layout, build)
 
         def run(A: Any, *args: Any) -> Any:
             seen.append(A)
