@@ -115,80 +115,95 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
     cases = [c for c in doc.get("cases", []) if c.get("dtype", TARGET_DTYPE) == TARGET_DTYPE]
     corpus = [c for c in cases if c.get("group") == "corpus"]
     large = [c for c in cases if c.get("group") == "large"]
-    out: dict[str, Any] = {"dtype": TARGET_DTYPE, "targets": {}}
-    targets = out["targets"]
-
-    def best(c: dict[str, Any], key: str) -> float | None:
-        b = c.get("best") or {}
-        value = b.get(key)
-        return float(value) if value is not None else None
-
+    targets: dict[str, Any] = {}
     if corpus:
-        misses = [
-            {"matrix": c["matrix"], "speedup_called": best(c, "speedup_called"),
-             "best": (c.get("best") or {}).get("label")}
-            for c in corpus
-            if (best(c, "speedup_called") or 0.0) < CORPUS_SPEEDUP
-        ]
-        targets["corpus_2x"] = {
-            "goal": f"best speedup as called >= {CORPUS_SPEEDUP} on every corpus matrix",
-            "met": not misses,
-            "passed": len(corpus) - len(misses),
-            "of": len(corpus),
-            "misses": misses,
-            "geomean_speedup_called": geomean(best(c, "speedup_called") or 0 for c in corpus),
-            "geomean_speedup_kernel": geomean(best(c, "speedup_kernel") or 0 for c in corpus),
-        }
+        targets["corpus_2x"] = _corpus_target(corpus)
     if large:
-        misses = [
-            {"matrix": c["matrix"], "speedup_kernel": best(c, "speedup_kernel"),
-             "best": (c.get("best") or {}).get("label")}
-            for c in large
-            if (best(c, "speedup_kernel") or 0.0) < LARGE_SPEEDUP
-        ]
-        targets["large_parity"] = {
-            "goal": "best device time <= cuSPARSE's on each large class",
-            "met": not misses,
-            "passed": len(large) - len(misses),
-            "of": len(large),
-            "misses": misses,
-        }
+        targets["large_parity"] = _large_target(large)
         banded = [c for c in large if is_banded(c)]
         if banded:
-            fractions = {c["matrix"]: best(c, "copy_fraction") for c in banded}
-            targets["banded_copy_80"] = {
-                "goal": f"banded: best >= {BANDED_COPY_FRACTION:.0%} of the copy bandwidth",
-                "met": all((f or 0.0) >= BANDED_COPY_FRACTION for f in fractions.values()),
-                "copy_fraction": fractions,
-            }
+            targets["banded_copy_80"] = _banded_target(banded)
     with_auto = [c for c in cases if (c.get("auto") or {}).get("over_best") is not None]
     if with_auto:
-        ok = [c for c in with_auto if c["auto"]["over_best"] <= AUTO_SLACK]
-        share = len(ok) / len(with_auto)
-        targets["auto_within_10pct"] = {
-            "goal": f"auto within {AUTO_SLACK - 1:.0%} of the best on >= {AUTO_SHARE:.0%} of "
-            "the matrices",
-            "met": share >= AUTO_SHARE,
-            "share": share,
-            "passed": len(ok),
-            "of": len(with_auto),
-            "misses": [
-                {"matrix": c["matrix"], "auto": c["auto"]["label"],
-                 "best": (c.get("best") or {}).get("label"), "over_best": c["auto"]["over_best"]}
-                for c in with_auto
-                if c["auto"]["over_best"] > AUTO_SLACK
-            ],
-        }
-    invalid = [
-        {"matrix": c["matrix"], "dtype": c.get("dtype"), "label": r.get("label"),
-         "error": r.get("error"), "skipped": r.get("skipped"), "mismatches": r.get("mismatches")}
-        for c in doc.get("cases", [])
-        for r in c.get("results", [])
-        if "error" in r or "skipped" in r or not r.get("valid")
+        targets["auto_within_10pct"] = _auto_target(with_auto)
+    all_cases = doc.get("cases", [])
+    return {
+        "dtype": TARGET_DTYPE,
+        "targets": targets,
+        "invalid_results": [
+            {"matrix": c["matrix"], "dtype": c.get("dtype"), "label": r.get("label"),
+             "error": r.get("error"), "skipped": r.get("skipped"),
+             "mismatches": r.get("mismatches")}
+            for c in all_cases
+            for r in c.get("results", [])
+            if "error" in r or "skipped" in r or not r.get("valid")
+        ],
+        "case_errors": [
+            {"matrix": c.get("matrix"), "error": c["error"]} for c in all_cases if "error" in c
+        ],
+    }
+
+
+def _best(c: dict[str, Any], key: str) -> float | None:
+    value = (c.get("best") or {}).get(key)
+    return float(value) if value is not None else None
+
+
+def _misses(cases: list[dict[str, Any]], key: str, floor: float) -> list[dict[str, Any]]:
+    return [
+        {"matrix": c["matrix"], key: _best(c, key), "best": (c.get("best") or {}).get("label")}
+        for c in cases
+        if (_best(c, key) or 0.0) < floor
     ]
-    out["invalid_results"] = invalid
-    out["case_errors"] = [
-        {"matrix": c.get("matrix"), "error": c["error"]} for c in doc.get("cases", [])
-        if "error" in c
-    ]
-    return out
+
+
+def _corpus_target(corpus: list[dict[str, Any]]) -> dict[str, Any]:
+    misses = _misses(corpus, "speedup_called", CORPUS_SPEEDUP)
+    return {
+        "goal": f"best speedup as called >= {CORPUS_SPEEDUP} on every corpus matrix",
+        "met": not misses,
+        "passed": len(corpus) - len(misses),
+        "of": len(corpus),
+        "misses": misses,
+        "geomean_speedup_called": geomean(_best(c, "speedup_called") or 0 for c in corpus),
+        "geomean_speedup_kernel": geomean(_best(c, "speedup_kernel") or 0 for c in corpus),
+    }
+
+
+def _large_target(large: list[dict[str, Any]]) -> dict[str, Any]:
+    misses = _misses(large, "speedup_kernel", LARGE_SPEEDUP)
+    return {
+        "goal": "best device time <= cuSPARSE's on each large class",
+        "met": not misses,
+        "passed": len(large) - len(misses),
+        "of": len(large),
+        "misses": misses,
+    }
+
+
+def _banded_target(banded: list[dict[str, Any]]) -> dict[str, Any]:
+    fractions = {c["matrix"]: _best(c, "copy_fraction") for c in banded}
+    return {
+        "goal": f"banded: best >= {BANDED_COPY_FRACTION:.0%} of the copy bandwidth",
+        "met": all((f or 0.0) >= BANDED_COPY_FRACTION for f in fractions.values()),
+        "copy_fraction": fractions,
+    }
+
+
+def _auto_target(with_auto: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [c for c in with_auto if c["auto"]["over_best"] <= AUTO_SLACK]
+    share = len(ok) / len(with_auto)
+    return {
+        "goal": f"auto within {AUTO_SLACK - 1:.0%} of the best on >= {AUTO_SHARE:.0%} of "
+        "the matrices",
+        "met": share >= AUTO_SHARE,
+        "share": share,
+        "passed": len(ok),
+        "of": len(with_auto),
+        "misses": [
+            {"matrix": c["matrix"], "auto": c["auto"]["label"],
+             "best": (c.get("best") or {}).get("label"), "over_best": c["auto"]["over_best"]}
+            for c in with_auto
+            if c["auto"]["over_best"] > AUTO_SLACK
+        ],
+    }
