@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation of everything the CPU cannot check, in one go, on a CUDA machine with
-# teaal-loops installed (pip install -e ".[cuda13,test]"):
+# teaal-loops installed (pip install -e ".[cuda13,test]") or importable from the checkout
+# (PYTHONPATH=. where CuPy and pytest are already there, as on the lent GPU machines):
 #   1. every test marked gpu (corpus matrices x schedules x layouts x dtypes: rigorous verdict,
 #      cuSPARSE, simulation, trace owners, repeated launches; runtime and CLI behaviour);
 #   2. teaal-loops check --against gpu (HiFiber reference vs the kernel's trace) on small
@@ -27,7 +28,7 @@ grep -qE "^[0-9]+ passed" "$out/gpu_tests.log" && ! grep -qE "[0-9]+ failed" "$o
 echo "== 2. check --against gpu"
 for m in chesapeake west0067 cage8 lp_ship04l; do
     for s in thread_mapped group_mapped work_oriented merge_path; do
-        teaal-loops check "specs/$s.yaml" -m "$corpus/matrices/$m.mtx.gz" \
+        python3 -m teaal_loops check "specs/$s.yaml" -m "$corpus/matrices/$m.mtx.gz" \
             --against gpu > "$out/check.tmp" 2>&1 || status=1
         echo "$m $s: $(grep -E '^(owners|result)' "$out/check.tmp" | tr '\n' ' ')" \
             | tee -a "$out/check_gpu.log"
@@ -37,7 +38,7 @@ rm -f "$out/check.tmp"
 
 echo "== 3. large synthetic matrices"
 # shellcheck disable=SC2086 # $LARGE holds several flags
-teaal-loops validate ${LARGE:---max-nnz 1e7} -o "$out/validate_large.json" \
+python3 -m teaal_loops validate ${LARGE:---max-nnz 1e7} -o "$out/validate_large.json" \
     > "$out/validate_large.log" 2>&1 || status=1
 tail -3 "$out/validate_large.log"
 exit $status
