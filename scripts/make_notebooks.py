@@ -127,10 +127,10 @@ SCHEDULES = (
 
 SETUP = '''\
 # Setup: find the checkout (this notebook runs from notebooks/ or from the repository root),
-# import its teaal_loops even when the package is not installed, and fix the random seed.
+# (its specs and the corpus beside it) and fix the random seed; teaal_loops is the installed
+# package (pip install ".[test]").
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,9 +144,7 @@ def find_repo(start: Path) -> Path:
     raise FileNotFoundError("run this notebook inside the teaal-loops checkout")
 
 
-REPO = find_repo(Path.cwd().resolve())
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+REPO = find_repo(Path.cwd().resolve())  # for the specs and the corpus beside it
 
 SCHEDULE = "@SCHEDULE@"
 SPEC_PATH = REPO / "specs" / f"{SCHEDULE}.yaml"

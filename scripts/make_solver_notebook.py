@@ -45,10 +45,10 @@ GPU_CHECKS = (
 
 SETUP = '''\
 # Setup: find the checkout (this notebook runs from notebooks/ or from the repository root),
-# import its teaal_loops even when the package is not installed.
+# (its specs and the corpus beside it); teaal_loops is the installed package
+# (pip install ".[test]").
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -63,9 +63,7 @@ def find_repo(start: Path) -> Path:
     raise FileNotFoundError("run this notebook inside the teaal-loops checkout")
 
 
-REPO = find_repo(Path.cwd().resolve())
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+REPO = find_repo(Path.cwd().resolve())  # for the specs and the corpus beside it
 
 CPU_GRID = 64  # the CPU's Poisson problem: 64 x 64 grid, 4,096 rows
 GPU_GRID = 1000  # the GPU's: 1000 x 1000 grid, 1M rows, 5M nonzeros
