@@ -16,7 +16,6 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import teaal_loops.pipeline as pipeline
-import teaal_loops.runtime.kernel as kernel_module
 from teaal_loops import auto
 from teaal_loops.bench import api_costs
 from teaal_loops.spec import load_spec_string
@@ -52,23 +51,6 @@ def _close(got: Any, want: Any, dtype: Any = np.float32) -> None:
     tol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-12
     np.testing.assert_allclose(got.get(), want.get(), rtol=tol, atol=tol)
 
-
-@pytest.fixture
-def conversions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    seen: list[Any] = []
-    real = kernel_module.converter
-
-    def counting(layout: str, build: Any = None) -> Any:
-        convert = real(layout, build)
-
-        def run(A: Any, *args: Any) -> Any:
-            seen.append(A)
-            return convert(A, *args)
-
-        return run
-
-    monkeypatch.setattr(kernel_module, "converter", counting)
-    return seen
 
 
 @pytest.mark.parametrize("name", SCHEDULES)

@@ -12,7 +12,6 @@ import pytest
 import scipy.sparse as sp
 
 import teaal_loops.pipeline as pipeline
-import teaal_loops.runtime.kernel as kernel_module
 from teaal_loops.errors import MatrixError
 from teaal_loops.runtime import Kernel, PreparedMatrix
 
@@ -22,24 +21,6 @@ from .conftest import SPECS, FakeGpu
 def _matrix(rows: int = 60, cols: int = 50, seed: int = 1) -> sp.csr_matrix:
     return sp.random(rows, cols, density=0.1, format="csr", random_state=seed, dtype=np.float64)
 
-
-@pytest.fixture
-def conversions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every matrix the kernels convert (upload), in order."""
-    seen: list[Any] = []
-    real = kernel_module.converter
-
-    def counting(layout: str, build: Any = None) -> Any:
-        convert = real(layout, build)
-
-        def run(A: Any, *args: Any) -> Any:
-            seen.append(A)
-            return convert(A, *args)
-
-        return run
-
-    monkeypatch.setattr(kernel_module, "converter", counting)
-    return seen
 
 
 def _kernel(name: str = "merge_path", dtype: str = "float64") -> Kernel:
