@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,19 +46,6 @@ from teaal_loops.spec.model import TensorFormat
 from teaal_loops.types import KernelParam, MatrixShape
 
 IntArray = npt.NDArray[np.int64]
-
-
-class HostLayoutLike(Protocol):
-    """What a host layout object offers (``HostLayout`` subclasses have all of it)."""
-
-    shape: tuple[int, int]
-    nnz: int
-
-    def tile_ptr(self) -> Any: ...
-
-    def arrays(self) -> dict[str, Any]: ...
-
-    def to_csr(self) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -186,10 +186,6 @@ def uniform_ptr(tiles: int, atoms_per_tile: int) -> npt.NDArray[np.int64]:
     return np.arange(tiles + 1, dtype=np.int64) * atoms_per_tile
 
 
-def max_tile(ptr: Any) -> int:
-    return int(np.diff(ptr).max()) if len(ptr) > 1 else 0
-
-
 def need(condition: bool, layout: str, what: str) -> None:
     """A packer's check of a host layout the user built by hand."""
     if not condition:

@@ -141,10 +141,6 @@ def known_layouts() -> tuple[str, ...]:
     return tuple(builtin + sorted(set(_REGISTRY) - _BUILTIN))
 
 
-def builtin_layouts() -> tuple[str, ...]:
-    return tuple(n for n in _REGISTRY if n in _BUILTIN)
-
-
 def canonical_layout(name: str) -> str:
     """The one spelling of a layout name: lower case, option canonical (``BCSR:4`` ->
     ``bcsr:4x4``, ``bcsr`` -> ``bcsr:2x2``). Unknown names and bad options raise LayoutError."""

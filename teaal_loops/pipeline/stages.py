@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from teaal_loops.codegen import make_config, render
 from teaal_loops.errors import spec_errors
@@ -62,6 +61,3 @@ def make_kernel(
         schedule, dtype=dtype, layout=layout, params=params, padding_limit=padding_limit
     )
 
-
-def spec_name(spec: Any) -> str:
-    return getattr(spec, "name", str(spec))
