@@ -145,7 +145,8 @@ def _check_orientation(
     that partitions rows) would give the spec's splits to the wrong rank: refuse, and say
     which spec to use."""
     order = shape.matrix_rank_order
-    row_major = order[:1] == (shape.row_rank,) or order == (shape.row_rank + shape.col_rank,)
+    # column-major: the contracted rank first ([K, M], or a split [K1, M1, K0, M0])
+    row_major = order[:1] not in ((shape.col_rank,), (f"{shape.col_rank}1",))
     if scatters == row_major and spec.partitioning_of(shape.output):
         tiles = "columns" if scatters else "rows"
         wanted = (shape.col_rank, shape.row_rank) if scatters else (shape.row_rank, shape.col_rank)
