@@ -121,22 +121,19 @@ def build(csr: sp.csr_matrix, **options: Any) -> BCSRLayout:
 
 
 def _check_block(bcsr: BCSRLayout, option: str | None) -> tuple[int, int]:
-    R, C = block_shape(option)
-    if (bcsr.block_rows, bcsr.block_cols) != (R, C):
-        raise LayoutError(
-            f"layout bcsr:{R}x{C}: the given BCSR matrix has "
-            f"{bcsr.block_rows}x{bcsr.block_cols} blocks"
-        )
-    return R, C
-
-
-def pack(bcsr: BCSRLayout, option: str | None) -> Packed:
+    """The block shape the layout name asks for, which a host layout built by the user must
+    have."""
     R, C = block_shape(option)
     need(
         (bcsr.block_rows, bcsr.block_cols) == (R, C),
         "bcsr",
         f"blocks are {bcsr.block_rows}x{bcsr.block_cols}, the kernel's {R}x{C}",
     )
+    return R, C
+
+
+def pack(bcsr: BCSRLayout, option: str | None) -> Packed:
+    R, C = _check_block(bcsr, option)
     rows, cols = bcsr.shape
     nblocks = len(bcsr.indices)
     check_ptr(bcsr.indptr, -(-rows // R), nblocks, "bcsr", "block-row")
