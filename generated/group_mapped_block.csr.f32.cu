@@ -26,6 +26,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 256
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 #define TEAAL_GROUP_SIZE 256
 #define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 
@@ -55,7 +59,7 @@ struct Layout {
   // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
   // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     (void)t;
     return atom_val(a) * __ldg(x + atom_col(a));
   }
@@ -76,16 +80,16 @@ struct Layout {
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     y[t] = acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     atomicAdd(y + t, acc);
   }
@@ -131,6 +135,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   __shared__ value_t warp_sums[TEAAL_BLOCK_THREADS / 32];
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
@@ -164,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
         #pragma unroll
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
           sum += product[u];
-          if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
+          if (TEAAL_TRACE) TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
         }
       }
       if (a < end) {
@@ -178,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
         for (int u = 0; u < TEAAL_UNROLL; ++u) {
           if (a + u * TEAAL_GROUP_SIZE < end) {
             sum += product[u];
-            if (TEAAL_TRACE) owner[a + u * TEAAL_GROUP_SIZE] = (int)tid;
+            if (TEAAL_TRACE) TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
           }
         }
       }
@@ -194,4 +199,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
       teaal_group_barrier(group_in_block);  // warp_sums is reused by the next row
     }
   }
+
 }

@@ -23,6 +23,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -50,7 +54,7 @@ struct Layout {
   // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
   // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     (void)t;
     return atom_val(a) * __ldg(x + atom_col(a));
   }
@@ -71,16 +75,16 @@ struct Layout {
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     y[t] = acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     atomicAdd(y + t, acc);
   }
@@ -325,6 +329,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t tiles = A.num_tiles();
@@ -413,7 +418,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
                                     : 0x7fffffff;
         } else {
           sum += tile[teaal_slot(tile_rows + 1 + j)].product;
-          if (TEAAL_TRACE) owner[first_atom + j] = (int)tid;
+          if (TEAAL_TRACE) TEAAL_OWN(first_atom + j);
           ++j;
         }
       }
@@ -478,7 +483,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     #pragma unroll 4
     for (offset_t k = 0; k < take; ++k) {
       sum += A.atom_product(row, a + k, x);
-      if (TEAAL_TRACE) owner[a + k] = (int)tid;
+      if (TEAAL_TRACE) TEAAL_OWN(a + k);
     }
     a += take;
     item += take;
@@ -499,4 +504,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     row_starts_here = true;
     row_end = bounds.end(row);
   }
+
 }

@@ -23,6 +23,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: ELL (rows padded to width slots, stored slot-major) -------------------------
 // tile t = row t, atoms t*width .. (t+1)*width - 1 (slot s of row t is atom t*width + s,
@@ -48,7 +52,7 @@ struct Layout {
 
   // The contribution of atom a to its row t: 0 for padding, without touching x.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     const offset_t at = slot_index(t, a);
     const index_t c = __ldg(columns + at);
     if (c < 0) return value_t(0);
@@ -59,16 +63,16 @@ struct Layout {
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     y[t] = acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     atomicAdd(y + t, acc);
   }
@@ -313,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, width, nnz, columns, values};
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t tiles = A.num_tiles();
@@ -401,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
                                     : 0x7fffffff;
         } else {
           sum += tile[teaal_slot(tile_rows + 1 + j)].product;
-          if (TEAAL_TRACE) owner[first_atom + j] = (int)tid;
+          if (TEAAL_TRACE) TEAAL_OWN(first_atom + j);
           ++j;
         }
       }
@@ -466,7 +471,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     #pragma unroll 4
     for (offset_t k = 0; k < take; ++k) {
       sum += A.atom_product(row, a + k, x);
-      if (TEAAL_TRACE) owner[a + k] = (int)tid;
+      if (TEAAL_TRACE) TEAAL_OWN(a + k);
     }
     a += take;
     item += take;
@@ -487,4 +492,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     row_starts_here = true;
     row_end = bounds.end(row);
   }
+
 }

@@ -25,6 +25,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: COO (flattened rank (M, K), both coordinates stored, sorted row-major) -------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1: the nonzeros whose row id is t.
@@ -58,7 +62,7 @@ struct Layout {
 
   // The contribution of atom a to its row t.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     (void)t;
     return atom_val(a) * __ldg(x + atom_col(a));
   }
@@ -67,16 +71,16 @@ struct Layout {
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     y[t] = acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     atomicAdd(y + t, acc);
   }
@@ -106,6 +110,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_thr
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, nnz, row_ids, col_ids, values};
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   if (tid >= workers) return;
@@ -125,10 +130,11 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_thr
         #pragma unroll 4
         for (offset_t a = A.tile_begin(m); a < end; ++a) {
           A.accumulate(acc, m, a, x, y);
-          if (TEAAL_TRACE) owner[a] = (int)tid;
+          if (TEAAL_TRACE) TEAAL_OWN(a);
         }
         A.store_tile(y, m, acc);
       }
     }
   }
+
 }

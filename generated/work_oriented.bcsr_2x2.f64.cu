@@ -23,6 +23,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: BCSR 2x2 (ranks [M1, K1, M0, K0]; blocks of 2 rows x 2 columns) ------
 // tile t = block row t (rows t*R .. t*R+R-1), atoms = blocks tile_begin(t) .. tile_end(t)-1;
@@ -63,38 +67,38 @@ struct Layout {
     return acc;
   }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)t; (void)y;
     const value_t* __restrict__ b = blocks + (long long)a * (R * C);
     const offset_t c0 = (offset_t)__ldg(indices + a) * C;
     if (c0 + C <= cols) {  // the whole block lies inside the matrix
       #pragma unroll
       for (int j = 0; j < C; ++j) {
-        const value_t xj = __ldg(x + c0 + j);
+        const value_t xj = __ldg(x + (c0 + j));
         #pragma unroll
         for (int i = 0; i < R; ++i) acc.v[i] += __ldg(b + i * C + j) * xj;
       }
     } else {  // the last block column: skip cells past the last column
       for (int j = 0; j < C && c0 + j < cols; ++j) {
-        const value_t xj = __ldg(x + c0 + j);
+        const value_t xj = __ldg(x + (c0 + j));
         #pragma unroll
         for (int i = 0; i < R; ++i) acc.v[i] += __ldg(b + i * C + j) * xj;
       }
     }
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     #pragma unroll
     for (int i = 0; i < R; ++i) {
       if (t * R + i < rows) y[t * R + i] = acc.v[i];
     }
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     #pragma unroll
     for (int i = 0; i < R; ++i) {
-      if (t * R + i < rows) atomicAdd(y + t * R + i, acc.v[i]);
+      if (t * R + i < rows) atomicAdd(y + (t * R + i), acc.v[i]);
     }
   }
 };
@@ -146,6 +150,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, nnz, indptr, indices, blocks};
   const offset_t tiles = A.num_tiles();
   const offset_t atoms = A.num_atoms();
@@ -193,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     #pragma unroll 4
     for (; a < stop; ++a) {
       A.accumulate(acc, row, a, x, y);
-      if (TEAAL_TRACE) owner[a] = (int)tid;
+      if (TEAAL_TRACE) TEAAL_OWN(a);
     }
     if (row_begin >= first && row_end <= last) {
       A.store_tile(y, row, acc);  // the whole tile is in this chunk
@@ -205,4 +210,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     row_begin = row_end;
     row_end = bounds.end(row);
   }
+
 }

@@ -23,6 +23,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: CSC (ranks [K, M]; K uncompressed, M compressed) ----------------------------
 // tile t = column t, atoms tile_begin(t) .. tile_end(t)-1 (nondecreasing tile ends); atom a
@@ -59,16 +63,16 @@ struct Layout {
   struct Acc {};
   __device__ __forceinline__ Acc acc_zero() const { return Acc{}; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)acc;
     atomicAdd(y + atom_row(a), atom_val(a) * __ldg(x + t));
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     (void)y; (void)t; (void)acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     (void)y; (void)t; (void)acc;
   }
@@ -121,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tiles = A.num_tiles();
   const offset_t atoms = A.num_atoms();
@@ -168,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     #pragma unroll 4
     for (; a < stop; ++a) {
       A.accumulate(acc, row, a, x, y);
-      if (TEAAL_TRACE) owner[a] = (int)tid;
+      if (TEAAL_TRACE) TEAAL_OWN(a);
     }
     if (row_begin >= first && row_end <= last) {
       A.store_tile(y, row, acc);  // the whole tile is in this chunk
@@ -180,4 +185,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     row_begin = row_end;
     row_end = bounds.end(row);
   }
+
 }

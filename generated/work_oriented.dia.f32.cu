@@ -23,6 +23,10 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+typedef const value_t* __restrict__ XVec;  // the dense input vector x
+typedef value_t* __restrict__ YVec;  // the output vector y
+#define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 // ---- Layout: DIA (stored diagonals, each dense over the rows) ----------------------------
 // tile t = row t, atoms t*ndiag .. (t+1)*ndiag - 1: diagonal d of row t is atom t*ndiag + d,
@@ -44,7 +48,7 @@ struct Layout {
 
   // The contribution of atom a to its row t: 0 where the diagonal leaves the matrix.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     const offset_t d = a - t * ndiag;
     const offset_t c = t + (offset_t)__ldg(offsets + d);
     if (c < 0 || c >= cols) return value_t(0);
@@ -55,16 +59,16 @@ struct Layout {
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const {
     y[t] = acc;
   }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const {
     atomicAdd(y + t, acc);
   }
@@ -117,6 +121,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     value_t* __restrict__ y,  // output vector, length rows
     int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
 ) {
+
   const Layout A{rows, cols, ndiag, nnz, offsets, values};
   const offset_t tiles = A.num_tiles();
   const offset_t atoms = A.num_atoms();
@@ -164,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     #pragma unroll 4
     for (; a < stop; ++a) {
       A.accumulate(acc, row, a, x, y);
-      if (TEAAL_TRACE) owner[a] = (int)tid;
+      if (TEAAL_TRACE) TEAAL_OWN(a);
     }
     if (row_begin >= first && row_end <= last) {
       A.store_tile(y, row, acc);  // the whole tile is in this chunk
@@ -176,4 +181,5 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     row_begin = row_end;
     row_end = bounds.end(row);
   }
+
 }

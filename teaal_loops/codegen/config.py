@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teaal_loops.errors import ParameterError
+from teaal_loops.errors import LayoutError, ParameterError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.layouts import canonical_layout, check_schedule_fits, get_layout
 from teaal_loops.schedules import ScheduleDefinition, schedule_definition
@@ -46,6 +46,40 @@ VECTOR_PARAMS: tuple[KernelParam, ...] = (
         "owner", "int* __restrict__", "trace builds: owning thread of every atom (else unused)"
     ),
 )
+
+
+# SpMM: one column of B and of Z per step of the dense rank (templates/common/dense.cuh.j2).
+DENSE_PARAMS: tuple[KernelParam, ...] = (
+    KernelParam("x_data", "const value_t* __restrict__", "dense input B[K, N]"),
+    KernelParam("y_data", "value_t* __restrict__", "output Z[M, N]"),
+    KernelParam(
+        "owner", "int* __restrict__",
+        "trace builds: owning thread of every (atom, n), atom-major (else unused)",
+    ),
+    KernelParam("dense_n", "offset_t", "size of the dense rank N"),
+    KernelParam("dense_space", "offset_t", "threads of a worker along N (DS)"),
+    KernelParam("dense_time", "offset_t", "steps of each thread along N (DT)"),
+    KernelParam("x_stride_k", "long long", "B: elements between rows k and k + 1"),
+    KernelParam("x_stride_n", "long long", "B: elements between columns n and n + 1"),
+    KernelParam("y_stride_m", "long long", "Z: elements between rows m and m + 1"),
+    KernelParam("y_stride_n", "long long", "Z: elements between columns n and n + 1"),
+)
+# SDDMM: the row factor U[M, K], the column factor V[K, N], one output value per atom.
+SAMPLED_PARAMS: tuple[KernelParam, ...] = (
+    KernelParam("u_data", "const value_t* __restrict__", "dense row factor A[M, K]"),
+    KernelParam("v_data", "const value_t* __restrict__", "dense column factor B[K, N]"),
+    KernelParam("y", "value_t* __restrict__", "output values, one per atom of the sampler"),
+    KernelParam(
+        "owner", "int* __restrict__",
+        "trace builds: owning thread of every (atom, k), atom-major (else unused)",
+    ),
+    KernelParam("dense_n", "offset_t", "size of the summed dense rank K"),
+    KernelParam("u_stride_m", "long long", "A: elements between rows m and m + 1"),
+    KernelParam("u_stride_k", "long long", "A: elements between k and k + 1"),
+    KernelParam("v_stride_k", "long long", "B: elements between k and k + 1"),
+    KernelParam("v_stride_n", "long long", "B: elements between columns n and n + 1"),
+)
+FORM_PARAMS = {"spmv": VECTOR_PARAMS, "spmm": DENSE_PARAMS, "sddmm": SAMPLED_PARAMS}
 
 
 def normalize_dtype(dtype: object) -> str:
@@ -93,16 +127,29 @@ class KernelConfig:
         return self.definition.threads_per_block(self.schedule, self.group_size)
 
     @property
+    def form(self) -> str:
+        return self.schedule.form.kind
+
+    @property
     def kernel_name(self) -> str:
-        return self.definition.kernel_name
+        """``teaal_spmv_thread_mapped``, ``teaal_spmm_group_mapped``, ..."""
+        return self.definition.kernel_name.replace("teaal_spmv_", f"teaal_{self.form}_", 1)
+
+    @property
+    def template(self) -> str:
+        """The schedule's template (SDDMM: its sampled variant)."""
+        if self.form == "sddmm":
+            return self.definition.template.replace("schedules/", "schedules/sddmm/", 1)
+        return self.definition.template
 
     def schedule_params(self) -> tuple[KernelParam, ...]:
         """The schedule's own scalar arguments (sizes, extents, worker count)."""
         return self.definition.kernel_params(self.schedule)
 
     def kernel_params(self) -> tuple[KernelParam, ...]:
-        """Every kernel argument in signature order: layout, schedule, x, y, owner."""
-        return get_layout(self.layout).params + self.schedule_params() + VECTOR_PARAMS
+        """Every kernel argument in signature order: layout, schedule, then the form's
+        operands (SpMV: x, y, owner; :data:`FORM_PARAMS`)."""
+        return get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
 
 
 def _check_common(schedule: Schedule, index_bits: int) -> None:
@@ -131,6 +178,11 @@ def make_config(
     """
     layout_name = canonical_layout(layout or schedule.layout)
     check_schedule_fits(layout_name, schedule.kind, schedule.combine is Combine.ATOMIC)
+    if schedule.form.kind not in get_layout(layout_name).forms:
+        raise LayoutError(
+            f"layout {layout_name} serves {', '.join(sorted(get_layout(layout_name).forms))}, "
+            f"not {schedule.form.kind}"
+        )
     if bound is not None:
         index_bits = bound.index_bits
     definition = schedule_definition(schedule.kind)

@@ -166,7 +166,7 @@ def render(cfg: KernelConfig, regenerate: str | None = None) -> str:
 def _render(cfg: KernelConfig, regenerate: str | None) -> str:
     env = environment()
     definition = cfg.definition
-    template = env.get_template(definition.template)
+    template = env.get_template(cfg.template)
     params = tuple(
         KernelParam(p.name, p.ctype, comment_text(p.doc)) for p in cfg.kernel_params()
     )
@@ -181,6 +181,8 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "G": cfg.group_size,
         "params": params,
         "layout_macros": layout_module(cfg.layout),
+        "form": cfg.form,
+        "operand_names": cfg.schedule.form.operands or ("x",),
         **definition.template_context(cfg.schedule),
     }
     return template.render(context)

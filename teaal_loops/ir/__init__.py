@@ -7,10 +7,12 @@ Lowering, binding and simulation live with the schedule definitions
 (:mod:`teaal_loops.schedules`) and the pipeline's lowering layer (:mod:`teaal_loops.lowering`).
 """
 
-from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
+from teaal_loops.ir.einsum import SUPPORTED_FORMS, SpmvShape, recognise_spmv
 from teaal_loops.ir.model import (
     BoundSchedule,
     Combine,
+    DenseRank,
+    Form,
     GpuLevel,
     RankBinding,
     RowTiling,
@@ -21,7 +23,10 @@ from teaal_loops.types import DeviceInfo, Launch, MatrixShape, index_bits
 __all__ = [
     "BoundSchedule",
     "Combine",
+    "DenseRank",
     "DeviceInfo",
+    "Form",
+    "SUPPORTED_FORMS",
     "GpuLevel",
     "Launch",
     "MatrixShape",

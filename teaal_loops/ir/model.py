@@ -40,6 +40,7 @@ class GpuLevel(str, enum.Enum):
     """What a final rank becomes on the GPU."""
 
     WORKER = "worker"  # space: selects the thread (thread-mapped) or group (group-mapped)
+    DENSE = "dense"  # space: a dense rank's index within a worker (SpMM's N, SDDMM's K)
     LANE = "lane"  # space: a lane within a group (the atom rank of group-mapped)
     LOOP = "loop"  # time: a sequential loop in the owning thread
 
@@ -90,6 +91,49 @@ class RowTiling:
 
 
 @dataclass(frozen=True)
+class DenseRank:
+    """Where the spacetime puts the dense rank (SpMM's ``N``, SDDMM's ``K``).
+
+    Unsplit, the rank is all space (``space == name``) or all time. Split by
+    ``uniform_shape(S)``, its upper rank ``N1`` is time and ``N0`` space: a thread handles
+    ``n = n1 * S + n0`` for every ``n1``. The space part is the fastest-varying digit of the
+    worker's threads (before a group's lanes), so neighbouring threads read neighbouring
+    elements of a dense row. ``reduce``: the rank is summed per atom (SDDMM's K).
+    """
+
+    name: str
+    space: str | None = None
+    time: str | None = None
+    split: int | str | None = None
+    reduce: bool = False
+
+
+@dataclass(frozen=True)
+class Form:
+    """Which member of the family the kernel computes (:mod:`teaal_loops.ir.einsum`).
+
+    ``operands`` are the dense inputs' names in kernel order (SpMV/SpMM: B; SDDMM: A, B) with
+    their storage rank orders (row-major in that order); ``output_storage`` likewise for the
+    output. ``transposed``: the sparse operand is declared ``[K, M]``; the runtime hands its
+    transpose to the layout.
+    """
+
+    kind: str = "spmv"  # "spmv" | "spmm" | "sddmm"
+    transposed: bool = False
+    operands: tuple[str, ...] = ()
+    operand_ranks: tuple[tuple[str, ...], ...] = ()  # each operand's ranks, einsum order
+    operand_storage: tuple[tuple[str, ...], ...] = ()
+    output_ranks: tuple[str, ...] = ()
+    output_storage: tuple[str, ...] = ()
+    dense: DenseRank | None = None
+    text: str = ""
+
+    @property
+    def has_dense_rank(self) -> bool:
+        return self.dense is not None
+
+
+@dataclass(frozen=True)
 class Schedule:
     """The lowered form of one einsum of a spec (see the module docstring)."""
 
@@ -111,6 +155,7 @@ class Schedule:
     work_per_thread: int | str | None = None  # work-oriented: atoms; merge-path: merge items
     block_threads: int = 128
     notes: tuple[str, ...] = field(default=())
+    form: Form = field(default_factory=Form)
 
     def param_value(self, size: int | str | None) -> int | None:
         """An int for a literal size or a bound parameter; None when it defaults at launch."""
@@ -137,7 +182,17 @@ class BoundSchedule:
     group_size: int = 1
     work_per_thread: int = 0
     index_bits: int = 32  # 64 when nnz or rows + nnz exceed 2**31 - 1
+    # The dense rank (1, 1, 1 for SpMV): its size D, the threads a worker spreads it over
+    # (its space extent DS) and the steps each thread loops over (its time extent DT).
+    dense_size: int = 1
+    dense_space: int = 1
+    dense_time: int = 1
 
     @property
     def kind(self) -> str:
         return self.schedule.kind
+
+    @property
+    def threads(self) -> int:
+        """GPU threads the schedule numbers: workers x dense slots x lanes."""
+        return self.workers * self.dense_space * self.group_size

@@ -188,6 +188,7 @@ DEFINITION = register(
     "the format's name, e.g. BCSR_4x4; default 2x2)",
     tiles="block rows",
     schedules=("thread_mapped", "work_oriented"),
+    forms=("spmv", "spmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (length of y)"),
         KernelParam("cols", "index_t", "number of columns (length of x)"),

@@ -123,6 +123,10 @@ class LayoutDefinition:
     pack: Packer
     entries: EntryLister
     schedules: frozenset[str]  # the schedule kinds it supports
+    # The einsum forms it serves (teaal_loops.ir.einsum): "spmv"; "spmm" when its macros read
+    # x and y through the XVec/YVec types (strided columns of dense matrices); "sddmm" when
+    # its atoms are exactly the nonzeros, each in the row its tile is.
+    forms: frozenset[str] = frozenset({"spmv"})
     tiles: str = "rows"  # what a tile is, for messages and explain
     scatters: bool = False
     description: str = ""

@@ -76,6 +76,7 @@ DEFINITION = register(
     teaal_format="rank-order [M, K]; M: C, K: C (both coordinates stored)",
     tiles="rows (found by binary search)",
     schedules=("thread_mapped", "work_oriented"),
+    forms=("spmv", "spmm", "sddmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (tiles)"),
         KernelParam("cols", "index_t", "number of columns (length of x)"),

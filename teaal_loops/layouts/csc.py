@@ -84,6 +84,7 @@ DEFINITION = register(
     tiles="columns",
     scatters=True,
     schedules=("thread_mapped", "work_oriented"),
+    forms=("spmv", "spmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (length of y)"),
         KernelParam("cols", "index_t", "number of columns (tiles)"),

@@ -66,6 +66,7 @@ DEFINITION = register(
     teaal_format="rank-order [M, K]; M: U, K: C",
     tiles="rows",
     schedules=("thread_mapped", "group_mapped", "work_oriented", "merge_path"),
+    forms=("spmv", "spmm", "sddmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (tiles)"),
         KernelParam("cols", "index_t", "number of columns (length of x)"),

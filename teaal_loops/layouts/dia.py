@@ -104,6 +104,7 @@ DEFINITION = register(
     teaal_format="a format named DIA",
     tiles="rows (by diagonal)",
     schedules=("thread_mapped", "work_oriented", "merge_path"),
+    forms=("spmv", "spmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (tiles)"),
         KernelParam("cols", "index_t", "number of columns (length of x)"),

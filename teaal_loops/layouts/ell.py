@@ -114,6 +114,7 @@ DEFINITION = register(
     teaal_format="a format named ELL; rank-order [M, K]",
     tiles="rows (padded to the longest)",
     schedules=("thread_mapped", "work_oriented", "merge_path"),
+    forms=("spmv", "spmm"),
     params=(
         KernelParam("rows", "index_t", "number of rows (tiles)"),
         KernelParam("cols", "index_t", "number of columns (length of x)"),

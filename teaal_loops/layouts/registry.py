@@ -54,6 +54,7 @@ def register(
     entries: EntryLister,
     template_dir: str | Path | None = None,
     schedules: Iterable[str] = ("thread_mapped", "work_oriented"),
+    forms: Iterable[str] = ("spmv",),
     tiles: str = "rows",
     scatters: bool = False,
     description: str = "",
@@ -75,7 +76,8 @@ def register(
     ``nbytes``, ``tile_ptr()``, ``arrays()``, ``to_csr()``: subclass
     :class:`teaal_loops.layouts.HostLayout`); ``pack(host, option)`` its kernel arguments;
     ``entries(host, option)`` the values each atom adds. ``scatters``: tiles are not output
-    rows, every update is atomic (like CSC). ``option``, ``template_options`` and
+    rows, every update is atomic (like CSC). ``forms``: the einsum forms its macros serve
+    (:class:`teaal_loops.layouts.contract.LayoutDefinition`). ``option``, ``template_options`` and
     ``build_options`` give the layout an option after a colon (``name:...``): its canonical
     text, its template constants and its builder options.
     """
@@ -90,6 +92,11 @@ def register(
         if not callable(fn):
             raise LayoutError(f"layout {key}: {label}={fn!r} is not callable")
     kinds = _schedule_kinds(key, schedules)
+    form_set = frozenset(forms)
+    if "spmv" not in form_set or not form_set <= {"spmv", "spmm", "sddmm"}:
+        raise LayoutError(
+            f"layout {key}: forms={sorted(form_set)}; expected spmv plus any of spmm, sddmm"
+        )
     _check_params(key, params, kinds)
     folder = Path(template_dir).resolve() if template_dir is not None else None
     if folder is not None and not (folder / macro_file).is_file():
@@ -102,6 +109,7 @@ def register(
         pack=pack,
         entries=entries,
         schedules=kinds,
+        forms=form_set,
         tiles=tiles,
         scatters=scatters,
         description=description or f"user-defined layout {key}",

@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
+from teaal_loops.ir.dense import LoweredDense, check_dense_position, lower_dense
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
-from teaal_loops.ir.model import Schedule
+from teaal_loops.ir.model import Form, Schedule
 from teaal_loops.ir.params import bind_params
 from teaal_loops.layouts import (
     canonical_layout,
@@ -42,7 +43,9 @@ def lower(
     block_threads: int | None = None,
 ) -> Schedule:
     """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
-    ctx = _context(spec, recognise_spmv(spec), layout)
+    shape = recognise_spmv(spec)
+    _refuse_epilogue(spec, shape)
+    ctx = _context(spec, shape, layout)
     ext = spec.extensions
     threads = block_threads or (ext.block_threads if ext and ext.block_threads else None)
     threads = threads or DEFAULT_BLOCK_THREADS
@@ -53,10 +56,13 @@ def lower(
         )
     try:
         _refuse_stray_partitions(ctx)
-        definition = next((d for d in definitions() if d.claims(ctx)), None)
+        dense = lower_dense(ctx)
+        sparse_ctx = dense.context if dense else ctx
+        definition = next((d for d in definitions() if d.claims(sparse_ctx)), None)
         if definition is None:
             raise ctx.refuse("the mapping matches no schedule", key_path=ctx.key("partitioning"))
-        lowered = definition.lower(ctx)
+        lowered = definition.lower(sparse_ctx)
+        check_dense_position(ctx, dense, lowered.ranks, definition.owns_chunks)
     except UnsupportedMappingError as err:
         raise _with_supported(err) from None
     kind = definition.kind
@@ -73,21 +79,17 @@ def lower(
             f"x-teaal-loops.schedule says {ext.schedule}, but the mapping is {kind}",
             key_path="x-teaal-loops.schedule",
         )
-    layout_def = get_layout(ctx.layout)
-    if kind not in layout_def.schedules:
-        raise LayoutError(
-            f"layout {ctx.layout} ({layout_def.tiles}) supports "
-            f"{', '.join(sorted(layout_def.schedules))}; the spec's mapping is {kind}",
-            key_path=ctx.layout_key,
-        )
+    _check_layout(ctx, kind, shape.kind)
     order = {name: i for i, name in enumerate(spec.loop_order_of(ctx.output))}
-    ordered = tuple(sorted(lowered.ranks, key=lambda r: order.get(r.name, len(order))))
+    ranks = (*lowered.ranks, *(dense.bindings if dense else ()))
+    ordered = tuple(sorted(ranks, key=lambda r: order.get(r.name, len(order))))
     missing = set(spec.final_ranks[ctx.output]) - {r.name for r in ordered}
     if missing:  # a final rank the mapping above did not bind
         raise ctx.refuse(
             f"ranks {sorted(missing)} have no GPU binding", key_path=ctx.key("spacetime")
         )
-    bound = bind_params(spec, lowered.roles, params or {}, ext.params if ext else {})
+    roles = {**lowered.roles, **(dense.roles if dense else {})}
+    bound = bind_params(spec, roles, params or {}, ext.params if ext else {})
     return Schedule(
         kind=kind,
         spec_name=spec.name,
@@ -101,19 +103,65 @@ def lower(
         ranks=ordered,
         combine=lowered.combine,
         params=bound,
-        param_roles=dict(lowered.roles),
+        param_roles=roles,
         tiling=lowered.tiling,
         group_size=lowered.group_size,
         work_per_thread=lowered.work_per_thread,
         block_threads=threads,
+        form=_form(shape, dense),
     )
+
+
+def _form(shape: SpmvShape, dense: LoweredDense | None) -> Form:
+    return Form(
+        kind=shape.kind,
+        transposed=shape.transposed,
+        operands=tuple(d.name for d in shape.dense),
+        operand_ranks=tuple(d.ranks for d in shape.dense),
+        operand_storage=tuple(d.storage for d in shape.dense),
+        output_ranks=tuple(
+            r for r in (shape.row_rank, shape.dense_rank if shape.kind == "spmm" else None,
+                        shape.col_rank if shape.kind == "sddmm" else None) if r
+        ),
+        output_storage=shape.output_storage,
+        dense=dense.rank if dense else None,
+        text=shape.text,
+    )
+
+
+def _check_layout(ctx: MappingContext, kind: str, form: str) -> None:
+    """The layout serves this schedule and this form (SDDMM writes one value per atom, so it
+    needs a layout whose atoms are exactly the nonzeros, each in its row)."""
+    layout_def = get_layout(ctx.layout)
+    if kind not in layout_def.schedules:
+        raise LayoutError(
+            f"layout {ctx.layout} ({layout_def.tiles}) supports "
+            f"{', '.join(sorted(layout_def.schedules))}; the spec's mapping is {kind}",
+            key_path=ctx.layout_key,
+        )
+    if form not in layout_def.forms:
+        raise LayoutError(
+            f"layout {ctx.layout} ({layout_def.tiles}) serves {', '.join(layout_def.forms)}, "
+            f"not {form}; use csr" + (" or coo" if form == "sddmm" else ""),
+            key_path=ctx.layout_key,
+        )
+
+
+def _refuse_epilogue(spec: Spec, shape: SpmvShape) -> None:
+    if shape.epilogue is not None:
+        raise unsupported(
+            spec,
+            f"the epilogue {shape.text.split('; ')[-1]} is recognised but not generated yet: "
+            f"generate the product {shape.einsum.text} alone and scale on the host",
+            key_path="einsum.expressions",
+        )
 
 
 def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:
     """The refusal, followed by the mappings the registered schedules recognise."""
     supported = "; ".join(d.mapping_text for d in definitions())
     return UnsupportedMappingError(
-        f"{err.detail}; supported SpMV mappings: {supported}",
+        f"{err.detail}; supported mappings: {supported}",
         location=err.location,
         key_path=err.key_path,
         expected=err.expected,
@@ -186,7 +234,8 @@ def _chosen_layout(
 
 
 def _refuse_stray_partitions(ctx: MappingContext) -> None:
-    unknown = set(ctx.parts) - {ctx.tile_rank, ctx.atom_rank, ctx.flat_name}
+    unknown = set(ctx.parts) - {ctx.tile_rank, ctx.atom_rank, ctx.flat_name,
+                                ctx.shape.dense_rank}
     if unknown:
         name = sorted(unknown)[0]
         raise ctx.refuse(

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from teaal_loops.errors import ParameterError
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.schedules.registry import schedule_definition
-from teaal_loops.types import INT32_MAX, DeviceInfo, MatrixShape, index_bits
+from teaal_loops.types import INT32_MAX, DeviceInfo, Launch, MatrixShape, ceil_div, index_bits
+
+DEFAULT_DENSE_SIZE = 8  # a free dense rank's size where no operand gives it (explain, generate)
 
 
 def bind(
@@ -22,11 +24,13 @@ def bind(
     shape: MatrixShape,
     device: DeviceInfo | None = None,
     params: Mapping[str, int] | None = None,
+    dense_size: int | None = None,
 ) -> BoundSchedule:
     """Resolve every size of ``schedule`` for a matrix (or a layout's tiles) of ``shape``.
 
     ``device`` is accepted for defaults that depend on the GPU; the built-in schedules'
-    defaults depend on the matrix alone."""
+    defaults depend on the matrix alone. ``dense_size`` is the size of the dense rank
+    (SpMM's N, SDDMM's K; default :data:`DEFAULT_DENSE_SIZE`; ignored for SpMV)."""
     values: dict[str, int | None] = dict(schedule.params)
     for name, value in (params or {}).items():
         if name not in values:
@@ -37,15 +41,57 @@ def bind(
         values[name] = value
     bound = schedule_definition(schedule.kind).bind(schedule, shape, values)
     bound = dataclasses.replace(bound, index_bits=index_bits(shape.rows, shape.nnz))
-    threads = bound.workers * bound.group_size
+    bound = _bind_dense(bound, values, dense_size)
+    threads = bound.threads
     if threads > INT32_MAX:
         names = ", ".join(sorted(schedule.params)) or "the schedule's sizes"
         raise ParameterError(
-            f"{bound.workers} workers x {bound.group_size} lanes is {threads} GPU threads, more "
-            f"than a 32-bit thread id can number (2**31 - 1); bind larger tiles or chunks "
-            f"({names})"
+            f"{bound.workers} workers x {bound.dense_space} dense slots x {bound.group_size} "
+            f"lanes is {threads} GPU threads, more than a 32-bit thread id can number "
+            f"(2**31 - 1); bind larger tiles or chunks ({names})"
         )
     return bound
+
+
+def _bind_dense(
+    bound: BoundSchedule, values: Mapping[str, int | None], dense_size: int | None
+) -> BoundSchedule:
+    """The dense rank's extents (:class:`teaal_loops.ir.model.DenseRank`), and a launch that
+    gives each worker ``DS`` threads (times its lanes)."""
+    dense = bound.schedule.form.dense
+    if dense is None:
+        return bound
+    size = DEFAULT_DENSE_SIZE if dense_size is None else int(dense_size)
+    if size < 1:
+        raise ParameterError(f"the dense rank {dense.name} has size {size}; it must be >= 1")
+    params = dict(bound.params)
+    if dense.split is not None:
+        split = dense.split if isinstance(dense.split, int) else values.get(dense.split)
+        if split is None:
+            split = size if dense.space else 1  # one tile: all of N in space (or in time)
+        if split < 1:
+            raise ParameterError(f"{dense.split} = {split}: must be positive")
+        if isinstance(dense.split, str):
+            params[dense.split] = split
+        space = split if dense.space else 1
+    else:
+        space = size if dense.space else 1
+    time = ceil_div(size, space)
+    if dense.split is not None and dense.space is None:
+        time = size  # both digits in time: every n in turn
+    old = bound.launch
+    threads_per_block = old.threads_per_block
+    total = bound.workers * space * bound.group_size
+    launch = Launch(
+        blocks=ceil_div(total, threads_per_block) if bound.workers else 0,
+        threads_per_block=threads_per_block,
+    )
+    if space == 1:
+        launch = old  # the schedule's own launch (flat schedules size it by chunks)
+    return dataclasses.replace(
+        bound, params=params, dense_size=size, dense_space=space, dense_time=time,
+        launch=launch,
+    )
 
 
 def describe_sizes(bound: BoundSchedule) -> dict[str, int]:
