@@ -21,7 +21,7 @@ from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingEr
 from teaal_loops.ir.dense import LoweredDense, check_dense_position, lower_dense
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
-from teaal_loops.ir.model import Form, Schedule
+from teaal_loops.ir.model import Combine, Form, Schedule
 from teaal_loops.ir.params import bind_params
 from teaal_loops.layouts import (
     canonical_layout,
@@ -101,7 +101,8 @@ def lower(
         atom_rank=ctx.atom_rank,
         layout=ctx.layout,
         ranks=ordered,
-        combine=lowered.combine,
+        # SDDMM writes one value per atom: each output has one owner whatever the schedule
+        combine=Combine.STORE if shape.kind == "sddmm" else lowered.combine,
         params=bound,
         param_roles=roles,
         tiling=lowered.tiling,

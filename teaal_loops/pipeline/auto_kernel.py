@@ -21,7 +21,7 @@ import numpy as np
 
 from teaal_loops import auto
 from teaal_loops.codegen import normalize_dtype
-from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.errors import TeaalLoopsError, UnsupportedMappingError
 from teaal_loops.ir import recognise_spmv
 from teaal_loops.pipeline.stages import load_schedule, make_kernel
 from teaal_loops.runtime import Kernel, PreparedMatrix
@@ -46,7 +46,16 @@ class AutoKernel:
         layout: str | None = None,
         padding_limit: float | None | str = "default",
     ) -> None:
-        recognise_spmv(spec)  # auto still needs an SpMV einsum: refuse anything else now
+        shape = recognise_spmv(spec)
+        if shape.kind != "spmv" or shape.transposed:
+            # auto's measured constants choose among SpMV kernels; a choice for SpMM or
+            # SDDMM would be a guess
+            raise UnsupportedMappingError(
+                f"schedule: auto chooses among SpMV kernels; {shape.text} is "
+                f"{'a transposed ' if shape.transposed else ''}{shape.kind}: give its mapping "
+                "(the spec library has SpMM and SDDMM mappings: specs/spmm, specs/sddmm)",
+                key_path="x-teaal-loops.schedule",
+            )
         self.spec = spec
         self.padding_limit = padding_limit
         self.dtype = np.dtype(normalize_dtype(dtype))

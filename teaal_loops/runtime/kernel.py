@@ -31,6 +31,14 @@ from teaal_loops.runtime.device_matrix import (
 )
 from teaal_loops.runtime.graphs import CapturedLaunch, capture_launch
 from teaal_loops.runtime.matrix_cache import DEFAULT_CAPACITY, MatrixCache, content_arrays
+from teaal_loops.runtime.operands import (
+    DenseCall,
+    check_dense_output,
+    dense_inputs,
+    new_dense_output,
+    trailing_arguments,
+    transposed,
+)
 from teaal_loops.runtime.operator import linear_operator
 from teaal_loops.schedules import bind, schedule_definition
 from teaal_loops.types import DeviceInfo, MatrixShape
@@ -59,6 +67,8 @@ class PreparedMatrix:
     _functions: dict[bool, Any] = field(default_factory=dict)
     # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
+    # dense forms: the dense rank's size -> (grid, block, dense_space, dense_time)
+    _dense: dict[int, tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def shape(self) -> MatrixShape:
@@ -180,8 +190,15 @@ class Kernel:
             )
         return prepared
 
+    @property
+    def form(self) -> str:
+        """The einsum form: "spmv", "spmm" or "sddmm" (:mod:`teaal_loops.ir.einsum`)."""
+        return self.schedule.form.kind
+
     def _prepare(self, A: Any) -> PreparedMatrix:
         cupy = self._cp()
+        if self.schedule.form.transposed:
+            A = transposed(A)  # the layout holds A^T: Z = A^T @ B
         matrix: DeviceMatrix = converter(self.layout, self._build)(A, self.dtype)
         bound = self.bind(matrix.schedule_shape)  # tiles and atoms of the layout
         if bound.index_bits != matrix.index_bits:  # bind and the converter agree on the rule
@@ -296,10 +313,15 @@ class Kernel:
             return x
         return to_device_vector(x, self.dtype, prepared.shape.cols)
 
-    def __call__(self, A: Any, x: Any, *, out: Any = None) -> Any:
-        """``y = A @ x`` on the GPU; returns a CuPy array: a new one, or ``out`` (a contiguous
-        CuPy vector of the kernel's dtype and the matrix's rows). ``A`` may be a
+    def __call__(self, A: Any, x: Any, *more: Any, out: Any = None) -> Any:
+        """The spec's product on the GPU, operands in the order ``Schedule.form`` names them
+        after the sparse matrix: SpMV ``kernel(A, x)`` returns ``y = A @ x`` (a new CuPy
+        vector, or ``out``); SpMM ``kernel(A, B)`` returns ``A @ B``; SDDMM
+        ``kernel(C, A, B)`` returns ``C * (A @ B)`` with ``C``'s pattern (see
+        :mod:`teaal_loops.runtime.operands`). Transposed specs use ``A^T``. ``A`` may be a
         PreparedMatrix, or any matrix, which is prepared once and remembered."""
+        if more or self.schedule.form.kind != "spmv":
+            return self.call_dense(A, (x, *more), out=out)
         prepared = self.prepared_for(A)
         xd = self.vector(prepared, x)
         if out is None:
@@ -309,6 +331,76 @@ class Kernel:
             self.zero_output(prepared, y)
         self.launch(prepared, xd, y)
         return y
+
+    # -- SpMM and SDDMM --------------------------------------------------------------------
+    def call_dense(self, A: Any, operands: Any, *, out: Any = None, owner: Any = None) -> Any:
+        """SpMM or SDDMM (see :meth:`__call__`); ``owner`` (trace builds) receives the owning
+        thread of every (atom, dense index), atom-major."""
+        cupy = self._cp()
+        if self.schedule.form.kind == "spmv":
+            raise MatrixError(f"{self.schedule.spec_name} is SpMV: call kernel(A, x)")
+        prepared = self.prepared_for(A)
+        shape = prepared.shape
+        call = dense_inputs(cupy, self.schedule, shape.rows, shape.cols, self.dtype, operands)
+        grid, block, space, time = self.dense_launch(prepared, call.size)
+        nnz = prepared.bound.matrix.nnz
+        if out is None:
+            y = new_dense_output(cupy, self.schedule, shape.rows, call.size, nnz, self.dtype,
+                                 prepared.accumulates)
+        else:
+            y = check_dense_output(cupy, out, self.schedule, shape.rows, call.size, nnz,
+                                   self.dtype)
+            if prepared.accumulates:
+                y.fill(0)
+        self._launch_dense(prepared, call, y, owner, grid, block, space, time)
+        return self._result(prepared, y)
+
+    def dense_launch(self, prepared: PreparedMatrix, size: int) -> tuple[Any, ...]:
+        """(grid, block, dense_space, dense_time) for a dense rank of ``size`` (cached)."""
+        hit = prepared._dense.get(size)
+        if hit is None:
+            bound = bind(self.schedule, prepared.matrix.schedule_shape, backend.device_info(),
+                         self.params, dense_size=size)
+            hit = ((max(bound.launch.blocks, 0), 1, 1), (bound.launch.threads_per_block, 1, 1),
+                   bound.dense_space, bound.dense_time)
+            prepared._dense[size] = hit
+        return hit
+
+    def _launch_dense(self, prepared: PreparedMatrix, call: DenseCall, y: Any, owner: Any,
+                      grid: Any, block: Any, space: int, time: int) -> None:
+        if grid[0] == 0:
+            return
+        offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
+        trailing = trailing_arguments(
+            self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
+            offset,
+        )
+        fn = self.function(prepared, trace=owner is not None)
+        fn(grid, block, prepared.leading_args + trailing)
+
+    def _result(self, prepared: PreparedMatrix, y: Any) -> Any:
+        """SpMM: the dense output; SDDMM: a cupyx sparse matrix with the sampler's pattern
+        (CSR for a CSR layout, COO for COO), values in its atom order."""
+        if self.schedule.form.kind != "sddmm":
+            return y
+        import cupyx.scipy.sparse as csp
+
+        arrays = prepared.matrix.arrays
+        shape = (prepared.shape.rows, prepared.shape.cols)
+        if "indptr" in arrays:
+            return csp.csr_matrix((y, arrays["indices"], arrays["indptr"]), shape=shape)
+        return csp.coo_matrix((y, (arrays["row"], arrays["col"])), shape=shape)
+
+    def trace_dense(self, A: Any, operands: Any) -> Any:
+        """The owning global thread of every (atom, dense index) of a dense form: a CuPy
+        int32 array of shape (atoms, D) in the layout's atom order (-1 = none)."""
+        cupy = self._cp()
+        prepared = self.prepared_for(A)
+        shape = prepared.shape
+        call = dense_inputs(cupy, self.schedule, shape.rows, shape.cols, self.dtype, operands)
+        owner = cupy.full(prepared.bound.matrix.nnz * call.size, -1, dtype=np.int32)
+        self.call_dense(prepared, operands, owner=owner)
+        return owner.reshape(prepared.bound.matrix.nnz, call.size)
 
     def linear_operator(self, A: Any, *, dtype: object = None) -> Any:
         """``A`` as a ``cupyx.scipy.sparse.linalg.LinearOperator`` whose products run this

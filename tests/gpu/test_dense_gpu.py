@@ -1,0 +1,175 @@
+"""SpMM, SDDMM and the transposed forms on the GPU: values against SciPy in float64 within a
+Wilkinson-style bound, and the trace build's owner of every (atom, dense index) against the
+schedule's rule (the SpMV owner of the atom, the dense rank's slot between worker and lanes:
+``thread = (atom_owner // G * DS + n % DS) * G + atom_owner % G``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from teaal_loops import pipeline
+from teaal_loops.layouts import tile_view
+from teaal_loops.lowering import owners
+from teaal_loops.matrix import synthetic
+from teaal_loops.schedules import bind
+from teaal_loops.types import DeviceInfo
+from tests.conftest import corpus_dir
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+LOOPS = corpus_dir() / "teaal-specs" / "loops"
+COMPILER = corpus_dir() / "teaal-specs" / "teaal-compiler"
+
+SPMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
+    ("lanes_over_n", REPO / "specs/spmm/lanes_over_n.yaml", {}),
+    ("lanes_over_n_tiled", REPO / "specs/spmm/lanes_over_n_tiled.yaml", {"N_TILE": 4}),
+    ("group_lanes_over_k", REPO / "specs/spmm/group_lanes_over_k.yaml", {"G": 8}),
+    ("loops_thread", LOOPS / "spmm_thread_mapped__cell08_0.yaml",
+     {"NUM_TILES": 64, "NUM_THREADS": 16}),
+    ("loops_group", LOOPS / "spmm_group_mapped__cell08_0.yaml",
+     {"NUM_TILES": 64, "GRID_SIZE": 8, "BLOCK_SIZE": 4}),
+    ("loops_work", LOOPS / "spmm_work_oriented__cell07_0.yaml", {"WORK_PER_THREAD": 5}),
+    ("ver2_thread", LOOPS / "ver2__spmm_thread_mapped__cell08_0.yaml", {"BLOCK_SIZE": 32}),
+    ("teaal_spmm_transposed", COMPILER / "spmm.yaml", {}),
+]
+SDDMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
+    ("thread_per_nonzero", REPO / "specs/sddmm/thread_per_nonzero.yaml", {}),
+    ("teaal_sddmm", COMPILER / "sddmm.yaml", {}),
+]
+
+
+def _matrices() -> dict[str, sp.csr_matrix]:
+    out = {
+        "uniform": synthetic("uniform", rows=300, cols=257, nnz=3000, seed=1),
+        "powerlaw": synthetic("powerlaw", rows=400, nnz=6000, seed=2),
+        "empty_rows": sp.random(200, 150, density=0.01, format="csr", random_state=3),
+    }
+    west = corpus_dir() / "matrices" / "west0067.mtx.gz"
+    if west.exists():
+        import scipy.io
+
+        out["west0067"] = sp.csr_matrix(scipy.io.mmread(str(west)))
+    return out
+
+
+MATRICES = _matrices()
+
+
+def _need(path: Path) -> None:
+    if not path.exists():
+        pytest.skip(f"{path} absent: set TEAAL_LOOPS_CORPUS to the shared corpus")
+
+
+def _bound(absolute: np.ndarray[Any, Any], terms: int, dtype: str) -> np.ndarray[Any, Any]:
+    eps = np.finfo(np.dtype(dtype)).eps / 2
+    gamma = terms * eps / max(1 - terms * eps, 1e-3)
+    return gamma * absolute + np.finfo(np.dtype(dtype)).tiny
+
+
+def _expected_owner(kernel: Any, op: Any, size: int) -> np.ndarray[Any, Any]:
+    """``op``: the matrix the layout holds (A, or A^T for a transposed spec)."""
+    view = tile_view(kernel.layout, op)
+    bound = bind(kernel.schedule, view.shape, DeviceInfo.h100(), kernel.params,
+                 dense_size=size)
+    atom = owners(bound, view.tile_ptr)
+    g, ds = bound.group_size, bound.dense_space
+    n = np.arange(size, dtype=np.int64)
+    return ((atom[:, None] // g) * ds + (n[None, :] % ds)) * g + atom[:, None] % g
+
+
+@pytest.mark.parametrize("width", [1, 8, 33])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("matrix", sorted(MATRICES))
+@pytest.mark.parametrize("case", [c[0] for c in SPMM_SPECS])
+def test_spmm(case: str, matrix: str, dtype: str, width: int) -> None:
+    import cupy
+
+    _, spec, params = next(c for c in SPMM_SPECS if c[0] == case)
+    _need(spec)
+    kernel = pipeline.compile(spec, dtype=dtype, params=params)
+    A = MATRICES[matrix]
+    op = A.T.tocsr() if kernel.schedule.form.transposed else A
+    rng = np.random.default_rng(width)
+    B = rng.uniform(-1, 1, (op.shape[1], width))
+    Z = kernel(A, cupy.asarray(B, dtype=dtype)).get()
+    want = op @ B
+    terms = int(np.diff(op.indptr).max()) + 1 if op.nnz else 1
+    assert np.all(np.abs(Z - want) <= _bound(abs(op) @ np.abs(B), terms, dtype))
+    # Fortran-ordered and NumPy inputs give the same values (read through strides / uploaded)
+    Zf = kernel(A, cupy.asfortranarray(cupy.asarray(B, dtype=dtype))).get()
+    if not kernel.accumulates:  # atomics may add in another order
+        np.testing.assert_array_equal(Zf, Z)
+    else:
+        assert np.all(np.abs(Zf - want) <= _bound(abs(op) @ np.abs(B), terms, dtype))
+    owner = kernel.trace_dense(A, (cupy.asarray(B, dtype=dtype),)).get()
+    np.testing.assert_array_equal(owner, _expected_owner(kernel, op, width))
+
+
+@pytest.mark.parametrize("width", [1, 32, 37])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("matrix", sorted(MATRICES))
+@pytest.mark.parametrize("case", [c[0] for c in SDDMM_SPECS])
+def test_sddmm(case: str, matrix: str, dtype: str, width: int) -> None:
+    import cupy
+
+    _, spec, params = next(c for c in SDDMM_SPECS if c[0] == case)
+    _need(spec)
+    kernel = pipeline.compile(spec, dtype=dtype, params=params)
+    C = MATRICES[matrix]
+    C.sort_indices()
+    rng = np.random.default_rng(width)
+    U = rng.uniform(-1, 1, (C.shape[0], width))
+    V = rng.uniform(-1, 1, (width, C.shape[1]))
+    Z = kernel(C, cupy.asarray(U, dtype=dtype), cupy.asarray(V, dtype=dtype))
+    got = Z.get().tocsr()
+    rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+    want = C.data * np.einsum("ij,ji->i", U[rows], V[:, C.indices])
+    absolute = np.abs(C.data) * np.einsum("ij,ji->i", np.abs(U[rows]), np.abs(V[:, C.indices]))
+    got.sort_indices()
+    np.testing.assert_array_equal(got.indices, C.indices)
+    assert np.all(np.abs(got.data - want) <= _bound(absolute, width + 1, dtype))
+    owner = kernel.trace_dense(C, (cupy.asarray(U, dtype=dtype), cupy.asarray(V, dtype=dtype)))
+    np.testing.assert_array_equal(
+        owner.get(), _expected_owner(kernel, C, width)
+    )
+
+
+def test_dense_operand_of_the_wrong_shape_is_refused_naming_it() -> None:
+    import cupy
+
+    from teaal_loops.errors import MatrixError
+
+    kernel = pipeline.compile(REPO / "specs/spmm/lanes_over_n.yaml")
+    A = MATRICES["uniform"]
+    with pytest.raises(MatrixError, match="operand B"):
+        kernel(A, cupy.zeros((A.shape[1] + 1, 4), dtype=np.float32))
+    with pytest.raises(MatrixError, match="complex"):
+        kernel(A, cupy.zeros((A.shape[1], 4), dtype=np.complex64))
+    with pytest.raises(MatrixError, match="size 0"):
+        kernel(A, cupy.zeros((A.shape[1], 0), dtype=np.float32))
+
+
+def test_transposed_spmv_computes_a_transpose_times_x() -> None:
+    import cupy
+
+    text = (
+        "einsum:\n  declaration: {A: [K, M], B: [K], Z: [M]}\n"
+        "  expressions: ['Z[m] = A[k, m] * B[k]']\n"
+    )
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    kernel = pipeline.compile(f.name)
+    A = MATRICES["uniform"]
+    x = np.random.default_rng(0).uniform(-1, 1, A.shape[0]).astype(np.float32)
+    y = kernel(A, cupy.asarray(x)).get()
+    want = A.T @ x.astype(np.float64)
+    assert np.allclose(y, want, rtol=1e-4, atol=1e-4)
