@@ -22,6 +22,7 @@ from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtyp
 from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
+from teaal_loops.layouts import get_layout
 from teaal_loops.runtime import backend
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
@@ -436,9 +437,7 @@ def leading_arguments(
     values.update(schedule_arguments(bound))
     offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
     leading = []
-    for p in cfg.kernel_params():
-        if p.name in ("x", "y", "owner"):
-            continue
+    for p in get_layout(cfg.layout).params + cfg.schedule_params():
         value = values[p.name]
         if p.is_pointer:
             leading.append(value)

@@ -48,7 +48,7 @@ SDDMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
 def _matrices() -> dict[str, sp.csr_matrix]:
     out = {
         "uniform": synthetic("uniform", rows=300, cols=257, nnz=3000, seed=1),
-        "powerlaw": synthetic("powerlaw", rows=400, nnz=6000, seed=2),
+        "rmat": synthetic("rmat", rows=512, nnz=6000, seed=2),
         "empty_rows": sp.random(200, 150, density=0.01, format="csr", random_state=3),
     }
     west = corpus_dir() / "matrices" / "west0067.mtx.gz"

@@ -1,0 +1,79 @@
+"""The launch arguments of SpMM and SDDMM kernels line up with the rendered signature
+(checked on the CPU with NumPy arrays standing in for device arrays)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teaal_loops import pipeline
+from teaal_loops.codegen.config import make_config
+from teaal_loops.errors import MatrixError
+from teaal_loops.runtime.device_matrix import DeviceMatrix
+from teaal_loops.runtime.kernel import leading_arguments
+from teaal_loops.runtime.operands import (
+    DenseCall,
+    device_dense,
+    element_strides,
+    trailing_arguments,
+)
+from teaal_loops.schedules import bind
+from teaal_loops.types import MatrixShape
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = [REPO / "specs/spmm/lanes_over_n.yaml", REPO / "specs/spmm/group_lanes_over_k.yaml",
+         REPO / "specs/sddmm/thread_per_nonzero.yaml"]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_arguments_match_the_signature(spec: Path) -> None:
+    kernel = pipeline.compile(spec)
+    shape = MatrixShape(rows=4, cols=5, nnz=3)
+    matrix = DeviceMatrix(
+        "csr", shape,
+        {"indptr": np.zeros(5, np.int32), "indices": np.zeros(3, np.int32),
+         "values": np.zeros(3, np.float32)},
+        np.dtype("float32"), 32,
+    )
+    bound = bind(kernel.schedule, shape, dense_size=6)
+    cfg = make_config(kernel.schedule, bound=bound)
+    if kernel.form == "spmm":
+        call = DenseCall((np.zeros((5, 6), np.float32),), 6)
+        out = np.zeros((4, 6), np.float32)
+    else:
+        call = DenseCall((np.zeros((4, 6), np.float32), np.zeros((6, 5), np.float32)), 6)
+        out = np.zeros(3, np.float32)
+    args = leading_arguments(cfg, bound, matrix) + trailing_arguments(
+        kernel.schedule, call, out, np.zeros(1, np.int32), bound.dense_space,
+        bound.dense_time, np.int32,
+    )
+    params = cfg.kernel_params()
+    assert len(args) == len(params)
+    for p, value in zip(params, args, strict=True):
+        assert isinstance(value, np.ndarray) == p.is_pointer, p.name
+
+
+def test_strides_are_counted_in_elements() -> None:
+    a = np.zeros((3, 4), np.float64)
+    assert element_strides(a) == (4, 1)
+    assert element_strides(np.asfortranarray(a)) == (1, 3)
+    assert element_strides(a.T) == (1, 4)
+
+
+def test_dense_operands_are_checked_before_any_launch() -> None:
+    class FakeCupy:  # device_dense only needs ndarray, asarray, ascontiguousarray
+        ndarray = np.ndarray
+        asarray = staticmethod(np.asarray)
+        ascontiguousarray = staticmethod(np.ascontiguousarray)
+
+    f32 = np.dtype("float32")
+    with pytest.raises(MatrixError, match=r"operand B has shape \(4, 2\); expected \(5, any\)"):
+        device_dense(FakeCupy, np.zeros((4, 2)), f32, (5, None), "B")
+    with pytest.raises(MatrixError, match="operand B holds complex"):
+        device_dense(FakeCupy, np.zeros((5, 2), complex), f32, (5, None), "B")
+    with pytest.raises(MatrixError, match="operand B has shape"):
+        device_dense(FakeCupy, np.zeros(5), f32, (5, None), "B")
+    ok = device_dense(FakeCupy, np.zeros((5, 2), np.int64), f32, (5, None), "B")
+    assert ok.dtype == f32 and ok.shape == (5, 2)
