@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from teaal_loops import pipeline, runtime
 from teaal_loops.bench.timing import Timer
 from teaal_loops.cli.common import (
@@ -20,10 +23,12 @@ from teaal_loops.cli.common import (
 )
 from teaal_loops.errors import ParameterError
 from teaal_loops.runtime import backend, validation
+from teaal_loops.schedules.binding import DEFAULT_DENSE_SIZE
 from teaal_loops.spec import load_spec
 from teaal_loops.spec.model import Extensions
 
 ORDER = 50
+MAX_DENSE_SIZE = 1 << 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed launches (3)")
     add_seed_option(p)
+    p.add_argument(
+        "--rank", action="append", default=[], metavar="NAME=SIZE",
+        help="size of a dense rank (SpMM's N, SDDMM's K; default 8); the dense operands are "
+        "random, seeded by --seed",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="schedule, launch, bandwidth")
     p.set_defaults(func=run)
 
@@ -93,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     shape = prepared.shape
     print(f"Matrix: {name}")
     print(f"Dimensions: {shape.rows} x {shape.cols} ({shape.nnz})")
+    if kernel.form != "spmv":
+        return run_dense(args, kernel, prepared, A)
     x = validation.random_vector(shape.cols, dtype, args.seed)
     xd = kernel.vector(prepared, x)
 
@@ -149,3 +161,68 @@ def _print_details(kernel: Any, prepared: Any, elapsed_ms: float) -> None:
     )
     if elapsed_ms > 0:
         print(f"Bandwidth (GB/s, compulsory bytes): {compulsory / (elapsed_ms * 1e6):.1f}")
+
+
+def dense_rank_size(kernel: Any, ranks: list[str]) -> int:
+    """The dense rank's size from ``--rank NAME=SIZE`` (default 8); other names refused."""
+    dense = kernel.schedule.form.dense
+    size = DEFAULT_DENSE_SIZE
+    for item in ranks:
+        rank, eq, value = item.partition("=")
+        if not eq or rank.strip() != (dense.name if dense else None):
+            raise ParameterError(
+                f"--rank {item!r}: expected {dense.name if dense else 'no dense rank'}=SIZE"
+            )
+        try:
+            size = int(value)
+        except ValueError:
+            raise ParameterError(f"--rank {item!r}: SIZE must be an integer") from None
+        if not 1 <= size <= MAX_DENSE_SIZE:
+            raise ParameterError(f"--rank {item!r}: SIZE must be in [1, {MAX_DENSE_SIZE}]")
+    return size
+
+
+def run_dense(args: argparse.Namespace, kernel: Any, prepared: Any, A: Any) -> int:
+    """SpMM / SDDMM: random dense operands, one checked call, timed calls, validation."""
+    cupy = runtime.cupy_module()
+    dtype = kernel.dtype
+    size = dense_rank_size(kernel, args.rank)
+    shape = prepared.shape
+    rng = np.random.default_rng(args.seed)
+    if kernel.form == "spmm":
+        host: tuple[Any, ...] = (rng.uniform(-1, 1, (shape.cols, size)).astype(dtype),)
+    else:
+        host = (rng.uniform(-1, 1, (shape.rows, size)).astype(dtype),
+                rng.uniform(-1, 1, (size, shape.cols)).astype(dtype))
+    operands = tuple(cupy.asarray(h) for h in host)
+    names = ", ".join(kernel.schedule.form.operands)
+    print(f"Form: {kernel.form} {kernel.schedule.form.text} ({names} dense, "
+          f"{kernel.schedule.form.dense.name}={size})")
+    result = kernel(prepared, *operands)
+    values = result.data if kernel.form == "sddmm" else result
+    for _ in range(max(args.warmup, 1)):
+        kernel.call_dense(prepared, operands, out=values)
+    samples = Timer(cupy).queued(
+        lambda _: kernel.call_dense(prepared, operands, out=values), args.repeat
+    )
+    print(f"Elapsed (ms): {samples.median:.6f}")
+    if args.validate or args.rigorous:
+        report = _dense_report(kernel, A, host, result, dtype.name)
+        if args.validate:
+            print(f"Errors: {report.naive_mismatches}")
+        if args.rigorous:
+            for line in report.lines():
+                print(line)
+    return 0
+
+
+def _dense_report(kernel: Any, A: Any, host: Any, result: Any, dtype: str) -> Any:
+    op = sp.csr_matrix(A)
+    if kernel.schedule.form.transposed:
+        op = op.T.tocsr()
+    if kernel.form == "spmm":
+        return validation.spmm_check(op, host[0], result.get(), dtype)
+    got = result.get().tocsr()
+    got.sort_indices()
+    op.sort_indices()
+    return validation.sddmm_check(op, host[0], host[1], got.data, dtype)

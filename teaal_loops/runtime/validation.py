@@ -133,6 +133,61 @@ def rigorous(A: sp.csr_matrix, x: npt.ArrayLike, y: npt.ArrayLike, dtype: str) -
     )
 
 
+def rigorous_elements(
+    ref: npt.NDArray[np.float64], magnitude: npt.NDArray[np.float64], terms: npt.ArrayLike,
+    y: npt.ArrayLike, baseline: npt.ArrayLike, dtype: str,
+) -> RigorousReport:
+    """The rigorous verdict for any output whose every element is a sum of ``terms`` products:
+    ``ref`` its float64 value, ``magnitude`` the sum of the products' absolute values (the
+    bound per element is that of :func:`wilkinson_bound`)."""
+    u = UNIT_ROUNDOFF[np.dtype(dtype).name]
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = np.maximum(
+            BOUND_FLOOR, WILKINSON_K * np.asarray(terms, dtype=np.float64) * u * magnitude
+        )
+    y64 = np.asarray(y, dtype=np.float64)
+    max_abs, max_rel = _max_errors(y64, ref)
+    return RigorousReport(
+        wilkinson_k=WILKINSON_K,
+        naive_mismatches=count_errors(y64, ref),
+        baseline_overruns=_overruns(np.asarray(baseline), ref, bound),
+        gpu_overruns=_overruns(y64, ref, bound),
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+    )
+
+
+def spmm_check(op: sp.csr_matrix, B: npt.ArrayLike, Z: npt.ArrayLike,
+               dtype: str) -> RigorousReport:
+    """``Z = op @ B`` under the per-element Wilkinson bound (``op``: the matrix the kernel
+    multiplies, ``A^T`` for a transposed spec)."""
+    name = np.dtype(dtype).name
+    B64 = np.asarray(B, dtype=np.float64)
+    absA = abs(op.astype(np.float64)).tocsr()
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = np.asarray(op.astype(np.float64) @ B64)
+        magnitude = np.asarray(absA @ np.abs(B64))
+        baseline = op.astype(name) @ np.asarray(B, dtype=name)
+    terms = np.diff(op.indptr)[:, None]
+    return rigorous_elements(ref, magnitude, terms, Z, baseline, name)
+
+
+def sddmm_check(C: sp.csr_matrix, U: npt.ArrayLike, V: npt.ArrayLike, values: npt.ArrayLike,
+                dtype: str) -> RigorousReport:
+    """``values[a] = C[a] * sum_k U[m_a, k] V[k, n_a]`` for C's nonzeros in CSR order."""
+    name = np.dtype(dtype).name
+    C = C.tocsr()
+    rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+    U64, V64 = np.asarray(U, dtype=np.float64), np.asarray(V, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = C.data.astype(np.float64) * np.einsum("ij,ji->i", U64[rows], V64[:, C.indices])
+        magnitude = np.abs(C.data.astype(np.float64)) * np.einsum(
+            "ij,ji->i", np.abs(U64[rows]), np.abs(V64[:, C.indices]))
+        Ud, Vd = np.asarray(U, dtype=name), np.asarray(V, dtype=name)
+        baseline = C.data.astype(name) * np.einsum("ij,ji->i", Ud[rows], Vd[:, C.indices])
+    return rigorous_elements(ref, magnitude, U64.shape[1] + 1, values, baseline, name)
+
+
 def random_vector(cols: int, dtype: str, seed: int = 0) -> npt.NDArray[Any]:
     """Uniform in [-1, 1): never all zero, so unwritten or wrongly indexed outputs show."""
     rng = np.random.default_rng(seed)
