@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     kernel = pipeline.compile(
         spec, layout=args.layout, dtype=dtype, params=params, padding_limit=args.padding_limit
     )
+    if args.rank or getattr(kernel, "form", "spmv") != "spmv":
+        dense_rank_size(kernel, args.rank)  # refuse a bad --rank before touching the GPU
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
     name, A = load_matrix_from_args(args)
     if isinstance(kernel, pipeline.AutoKernel):
