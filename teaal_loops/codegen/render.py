@@ -22,6 +22,7 @@ import jinja2
 
 from teaal_loops._version import __version__
 from teaal_loops.codegen.config import KernelConfig
+from teaal_loops.ir.model import Schedule
 from teaal_loops.layouts import get_layout, template_dirs, template_options
 from teaal_loops.types import KernelParam
 
@@ -87,7 +88,8 @@ def header_lines(cfg: KernelConfig, regenerate: str | None = None) -> list[str]:
         f"Regenerate: {regenerate or 'teaal-loops generate SPEC with the settings below'}",
         "",
         f"spec:       {s.spec_name}",
-        f"einsum:     {s.einsum}",
+        f"einsum:     {s.form.text or s.einsum}",
+        *_form_lines(s),
         f"schedule:   {s.kind} (combine: {s.combine.value})",
         f"layout:     {cfg.layout} ({layout.description})",
         f"dtype:      {cfg.dtype} (value_t = {cfg.value_type})",
@@ -104,6 +106,31 @@ def header_lines(cfg: KernelConfig, regenerate: str | None = None) -> list[str]:
         *(f"note:       {note}" for note in s.notes),
     ]
     return [comment_text(line) for line in lines]
+
+
+def _form_lines(s: Schedule) -> list[str]:
+    """The form, the sparse and dense operands with their storage, the dense rank's place."""
+    f = s.form
+    if f.kind == "spmv" and not f.transposed:
+        return []
+    sparse = f"{s.matrix} sparse" + (" (declared [K, M]: the layout holds its transpose)"
+                                     if f.transposed else "")
+    dense = "; ".join(
+        f"{name}[{', '.join(ranks)}] dense, row-major in [{', '.join(storage)}]"
+        for name, ranks, storage in zip(f.operands, f.operand_ranks, f.operand_storage,
+                                        strict=True)
+    )
+    lines = [f"form:       {f.kind}: {sparse}; {dense}"]
+    if f.dense is not None:
+        d = f.dense
+        where = []
+        if d.space:
+            where.append(f"{d.space} in space (threads of a worker, before its lanes)")
+        if d.time:
+            where.append(f"{d.time} in time (a loop around the atoms)")
+        kind = "summed per atom" if d.reduce else "kept by the output"
+        lines.append(f"dense rank: {d.name} ({kind}): {', '.join(where)}")
+    return lines
 
 
 def _parameter_lines(cfg: KernelConfig) -> list[str]:

@@ -97,7 +97,8 @@ def test_spmm(case: str, matrix: str, dtype: str, width: int) -> None:
     A = MATRICES[matrix]
     op = A.T.tocsr() if kernel.schedule.form.transposed else A
     rng = np.random.default_rng(width)
-    B = rng.uniform(-1, 1, (op.shape[1], width))
+    B = rng.uniform(-1, 1, (op.shape[1], width)).astype(dtype).astype(np.float64)
+    op = op.astype(dtype).astype(np.float64)
     Z = kernel(A, cupy.asarray(B, dtype=dtype)).get()
     want = op @ B
     terms = int(np.diff(op.indptr).max()) + 1 if op.nnz else 1
@@ -125,8 +126,10 @@ def test_sddmm(case: str, matrix: str, dtype: str, width: int) -> None:
     C = MATRICES[matrix]
     C.sort_indices()
     rng = np.random.default_rng(width)
-    U = rng.uniform(-1, 1, (C.shape[0], width))
-    V = rng.uniform(-1, 1, (width, C.shape[1]))
+    # the kernel's inputs, rounded to its dtype, are the reference's inputs too
+    U = rng.uniform(-1, 1, (C.shape[0], width)).astype(dtype).astype(np.float64)
+    V = rng.uniform(-1, 1, (width, C.shape[1])).astype(dtype).astype(np.float64)
+    C = C.astype(dtype).astype(np.float64)
     Z = kernel(C, cupy.asarray(U, dtype=dtype), cupy.asarray(V, dtype=dtype))
     got = Z.get().tocsr()
     rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
