@@ -45,6 +45,7 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
     part = ctx.parts.get(name)
     split: int | str | None = None
     roles: dict[str, str] = {}
+    names: tuple[str, ...] = (name,)
     if part is not None:
         fns = part.functions
         if len(fns) != 1 or fns[0].kind != "uniform_shape" or fns[0].size is None:
@@ -58,8 +59,6 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
         if isinstance(split, str):
             roles[split] = "dense_tile"
         names = (f"{name}1", f"{name}0")
-    else:
-        names = (name,)
     space = [r for r in names if r in ctx.space]
     time = [r for r in names if r in ctx.time]
     final = set(ctx.spec.final_ranks.get(ctx.output, ()))
