@@ -73,7 +73,6 @@ __device__ __forceinline__ void teaal_own_atom(int* owner, offset_t a, offset_t 
 #define TEAAL_OWN(a) teaal_own_atom(owner, (a), dense_n, (int)tid)
 
 
-
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
 // which is what the merge-path and work-oriented searches rely on.
