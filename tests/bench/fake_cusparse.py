@@ -32,6 +32,29 @@ class FakeArray:
 class FakeStream:
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
+        self.captures = 0
+
+
+class _CaptureStream:
+    """``cupy.cuda.Stream(non_blocking=True)``: current inside ``with``, capture counted."""
+
+    def __init__(self, owner: FakeCupy) -> None:
+        self.owner = owner
+        self.ptr = 99
+
+    def __enter__(self) -> _CaptureStream:
+        self.saved = self.owner.stream
+        self.owner.stream = self  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.owner.stream = self.saved
+
+    def begin_capture(self) -> None:
+        self.saved.captures += 1
+
+    def end_capture(self) -> str:
+        return "graph"
 
 
 class FakeCupy:
@@ -42,7 +65,8 @@ class FakeCupy:
 
     def __init__(self) -> None:
         self.stream = FakeStream(0)
-        self.cuda = SimpleNamespace(get_current_stream=lambda: self.stream)
+        self.cuda = SimpleNamespace(get_current_stream=lambda: self.stream,
+                                    Stream=lambda non_blocking=False: _CaptureStream(self))
 
     def zeros(self, shape: Any, dtype: Any = np.float64) -> FakeArray:
         return FakeArray(np.zeros(shape, dtype=dtype))

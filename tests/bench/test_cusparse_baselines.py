@@ -55,10 +55,14 @@ def test_algorithm_lists_with_and_without_nvmath() -> None:
     assert [a.code for a in mm] == [0, 4, 6, 12, 4, 12]
     dd = sddmm.all_algorithms()
     assert [(a.label, a.layout, a.preprocess) for a in dd] == [
-        ("ROW", "row", False), ("COL_T", "col", False),
-        ("ROW+preprocess", "row", True), ("COL_T+preprocess", "col", True)]
+        ("ROW", "row", False), ("COL_T", "col", False), ("BT_ROW", "bt_row", False),
+        ("BT_COL", "bt_col", False), ("ROW+preprocess", "row", True),
+        ("COL_T+preprocess", "col", True), ("BT_ROW+preprocess", "bt_row", True),
+        ("BT_COL+preprocess", "bt_col", True)]
     assert {a.binding for a in dd} == {"nvmath"}
-    assert len(sddmm.all_algorithms(preprocess=False)) == 2
+    assert len(sddmm.all_algorithms(preprocess=False)) == 4
+    # each layout's operations describe op(A) as rows x K and op(B) as K x cols
+    assert sddmm.OPS == {"row": (0, 0), "col": (1, 1), "bt_row": (0, 1), "bt_col": (1, 0)}
 
 
 def test_availability_reasons_are_one_line_when_packages_are_missing(
@@ -244,3 +248,25 @@ def test_matrices_the_baselines_cannot_take_are_refused_in_one_line(
         spmv.SpMV(FakeCSR(3, 3, 3), algorithms=spmv.all_algorithms(nvmath=False))
     with pytest.raises(CusparseBaselineError, match="labels repeat"):
         spmv.SpMV(FakeCSR(3, 3, 3), algorithms=spmv.all_algorithms(nvmath=False)[:1] * 2)
+
+
+def test_capture_runs_a_cupy_algorithm_through_nvmath_which_cupy_lets_capture(
+    fake_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cp, fake, nv = fake_env["cp"], fake_env["bindings"]["cupy"], fake_env["bindings"]["nvmath"]
+    fake.refuse = ()
+    b = spmv.SpMV(FakeCSR(5, 7, 9), algorithms=spmv.all_algorithms(nvmath=False))
+    b.select("CSR_ALG2")
+    monkeypatch.setattr(base, "nvmath_available", lambda: Availability(True))
+    nv.calls.clear()
+    graph = b.capture()
+    assert graph == "graph" and b.captured is not None
+    assert (b.captured.label, b.captured.binding, b.captured.code) == (
+        "CSR_ALG2 (nvmath)", "nvmath", 3)
+    assert [c[0] for c in nv.calls] == ["create", "create", "create", "set_stream", "spmv",
+                                        "set_stream", "spmv"]
+    assert cp.stream.captures == 1
+    assert [a.label for a in b.algorithms] == ["DEFAULT", "CSR_ALG1", "CSR_ALG2"]  # not timed
+    monkeypatch.setattr(base, "nvmath_available", lambda: Availability(False, "absent"))
+    b.capture()
+    assert b.captured.label == "CSR_ALG2" and b.captured.binding == "cupy"

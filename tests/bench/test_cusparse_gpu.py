@@ -109,6 +109,10 @@ def test_spmv_choose_keeps_the_fastest_and_its_graph_replays_it(
     except GraphError as exc:
         assert str(exc).startswith("not capturable: ")
         return
+    assert base.captured is not None
+    if nvmath_available():  # CuPy's binding refuses capture: the same algorithm via nvmath
+        assert base.captured.binding == "nvmath"
+        assert base.captured.code == base.algorithm.code
     y.fill(math.nan)
     graph.launch()
     _assert_close(cp, y, A @ x, checks.spmv_bound(cp, A, x), "graph")

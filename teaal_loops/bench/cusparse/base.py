@@ -13,6 +13,7 @@ another array than last time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from teaal_loops.bench.cusparse.descriptors import (
     Descriptors,
     binding,
     first_line,
+    nvmath_available,
     value_type,
 )
 
@@ -95,6 +97,7 @@ class Baseline:
         self.choice: choosing.Choice | None = None
         self.algorithm: Algorithm | None = None
         self.operands: tuple[Any, ...] = ()  # the arrays the descriptors were made on
+        self.captured: Algorithm | None = None  # what the last capture's graph holds
         self._sets: dict[str, OperandSet] = {}
         self._set_of: dict[str, OperandSet] = {}  # by algorithm label
         self._buffers: dict[str, Any] = {}
@@ -120,25 +123,32 @@ class Baseline:
             raise CusparseBaselineError(f"{self.family}: algorithm labels repeat: {labels}")
         for algorithm in requested:
             try:
-                s = self._set_for(algorithm)
-                size = self._buffer_size(s, algorithm)
-                buf = self.cp.empty(max(int(size), 1), dtype=self.cp.int8)
-                self._buffers[algorithm.label] = buf
-                self.buffer_ptrs[algorithm.label] = int(buf.data.ptr)
-                if algorithm.preprocess:
-                    self._stream(s)
-                    self._preprocess(s, algorithm)
-                self._set_of[algorithm.label] = s
+                self._add(algorithm)
             except Exception as exc:  # cuSPARSE refuses this algorithm here: say why, go on
                 self.skipped[algorithm.label] = first_line(exc)
-                self._buffers.pop(algorithm.label, None)
-                self.buffer_ptrs.pop(algorithm.label, None)
                 continue
             self.algorithms.append(algorithm)
         if not self.algorithms:
             reasons = "; ".join(f"{k}: {v}" for k, v in self.skipped.items())
             raise CusparseBaselineError(f"cuSPARSE {self.family}: no algorithm runs ({reasons})")
         self.algorithm = self.algorithms[0]
+
+    def _add(self, algorithm: Algorithm) -> None:
+        """Descriptors (shared or its own), buffer and preprocessing of one algorithm."""
+        try:
+            s = self._set_for(algorithm)
+            size = self._buffer_size(s, algorithm)
+            buf = self.cp.empty(max(int(size), 1), dtype=self.cp.int8)
+            self._buffers[algorithm.label] = buf
+            self.buffer_ptrs[algorithm.label] = int(buf.data.ptr)
+            if algorithm.preprocess:
+                self._stream(s)
+                self._preprocess(s, algorithm)
+            self._set_of[algorithm.label] = s
+        except Exception:
+            self._buffers.pop(algorithm.label, None)
+            self.buffer_ptrs.pop(algorithm.label, None)
+            raise
 
     def _key(self, algorithm: Algorithm) -> str:
         key = f"{algorithm.binding}|{algorithm.layout}"
@@ -221,11 +231,35 @@ class Baseline:
 
     def capture(self, *operands: Any) -> Any:
         """A CUDA graph of ``launch(*operands)`` with the current algorithm (it runs once
-        first); :class:`~teaal_loops.bench.cusparse.choice.GraphError` with cuSPARSE's reason
-        when the call cannot be captured. Default operands: those the baseline was built on."""
+        first); :class:`~teaal_loops.bench.cusparse.choice.GraphError` with the reason when the
+        call cannot be captured. Default operands: those the baseline was built on.
+
+        CuPy's binding refuses every cuSPARSE call while its stream captures (its
+        ``setStream`` raises NotImplementedError, whatever cuSPARSE would allow), so an
+        algorithm of that binding is captured through nvmath-python's instead, the same
+        cuSPARSE algorithm on descriptors of its own, where nvmath-python is usable:
+        :attr:`captured` names what the graph holds."""
         operands = operands or self.operands
-        self.launch(*operands)
-        return choosing.capture(self.cp, lambda: self.launch(*operands))
+        algorithm = self.algorithm
+        assert algorithm is not None  # _setup guarantees one
+        if algorithm.binding == "cupy" and nvmath_available():
+            algorithm = self._twin(algorithm)
+        self.launch(*operands, algorithm=algorithm)
+        graph = choosing.capture(self.cp, lambda: self.launch(*operands, algorithm=algorithm))
+        self.captured = algorithm
+        return graph
+
+    def _twin(self, algorithm: Algorithm) -> Algorithm:
+        """``algorithm`` through nvmath-python's binding (set up on first use)."""
+        twin = replace(algorithm, label=f"{algorithm.label} (nvmath)", binding="nvmath")
+        if twin.label not in self._set_of:
+            try:
+                self._add(twin)
+            except Exception as exc:
+                raise choosing.GraphError(
+                    f"not capturable: CuPy's binding refuses capture and nvmath-python's "
+                    f"could not set up {algorithm.label} ({first_line(exc)})") from None
+        return twin
 
     def describe(self, algorithm: Algorithm | None = None) -> str:
         """``cuSPARSE SpMV CSR_ALG2 (descriptors once)`` and the like."""

@@ -262,6 +262,9 @@ def _graph(cp: Any, timer: Any, bases: Sequence[Any], operands: Sequence[Any],
     out.fill(math.nan)
     graphs[0].launch()
     result: dict[str, Any] = {"check": check(out)}
+    captured = getattr(bases[0], "captured", None)
+    if captured is not None:
+        result["captured"] = {"label": captured.label, "binding": captured.binding}
     result.update(time_graphs(timer, graphs, reps=reps, warmup=warmup))
     return result
 

@@ -12,10 +12,11 @@ Which library runs it, strongest first (:func:`backends` says which is usable he
 1. CuPy's own binding, if it exposes ``cusparseSDDMM`` (CuPy 14's
    ``cupy_backends.cuda.libs.cusparse`` does not: it is looked up and reported, not used);
 2. nvmath-python's ``nvmath.bindings.cusparse`` (:class:`SDDMM`), descriptors and buffer made
-   once, with and without ``cusparseSDDMM_preprocess``, and with the dense operands described
-   two ways: ``ROW`` (row-major A and B, no transposes) and ``COL_T`` (the same memory as the
-   column-major transposes, with ``CUSPARSE_OPERATION_TRANSPOSE``): cuSPARSE's kernels may
-   prefer either, and neither copies anything;
+   once, with and without ``cusparseSDDMM_preprocess``, the dense operands described four
+   ways (:data:`LAYOUTS`): ``ROW`` (row-major A and B as given), ``COL_T`` (the same memory as
+   column-major transposes), and ``BT_ROW`` / ``BT_COL``, where each launch first copies B
+   into a ``cols x K`` C-ordered buffer (``B.T``, made once; the copy is part of the launch
+   and its time) so that every column of B the sampled dot products read is contiguous;
 3. ``torch.sparse.sampled_addmm`` (:class:`~teaal_loops.bench.cusparse.torch_sddmm.TorchSDDMM`,
    which calls cuSPARSE SDDMM inside PyTorch) where PyTorch with CUDA is installed.
 """
@@ -39,12 +40,16 @@ from teaal_loops.bench.cusparse.descriptors import (
 from teaal_loops.bench.cusparse.torch_sddmm import TorchSDDMM, torch_available
 from teaal_loops.runtime import backend
 
-LAYOUTS = {"ROW": "row", "COL_T": "col"}
+# label -> layout: how A and B (or B's transposed copy) are described to cuSPARSE
+LAYOUTS = {"ROW": "row", "COL_T": "col", "BT_ROW": "bt_row", "BT_COL": "bt_col"}
+# layout -> (opA, opB); see _make_set for the descriptors
+OPS = {"row": (OP_N, OP_N), "col": (OP_T, OP_T), "bt_row": (OP_N, OP_T), "bt_col": (OP_T, OP_N)}
 
 
 def all_algorithms(*, preprocess: bool = True) -> list[Algorithm]:
-    """``ROW``, ``COL_T`` and (``preprocess``) both after ``cusparseSDDMM_preprocess``,
-    all through nvmath-python's binding (the only one with SDDMM)."""
+    """Every layout of :data:`LAYOUTS` and (``preprocess``) each after
+    ``cusparseSDDMM_preprocess``, all through nvmath-python's binding (the only one with
+    SDDMM)."""
     out = [Algorithm(label, "nvmath", SDDMM_ALG_DEFAULT, False, layout)
            for label, layout in LAYOUTS.items()]
     if preprocess:
@@ -125,24 +130,35 @@ class SDDMM(Baseline):
         for slot, array in enumerate((A, B, out)):
             self.check_operand(slot, array)
         self.operands = (A, B, out)
+        self._bt: Any = None  # B.T, C-ordered, for the BT_* layouts
         self._setup(list(algorithms) if algorithms is not None else all_algorithms())
 
     def _make_set(self, bind: Any, algorithm: Algorithm) -> OperandSet:
-        if algorithm.layout not in ("row", "col"):
-            raise CusparseBaselineError(f"cuSPARSE SDDMM: unknown layout {algorithm.layout!r}")
+        layout = algorithm.layout
+        if layout not in OPS:
+            raise CusparseBaselineError(f"cuSPARSE SDDMM: unknown layout {layout!r}")
         s = OperandSet(bind)
         A, B, out = self.operands
-        dense = s.descriptors.row_major if algorithm.layout == "row" else \
-            s.descriptors.col_major_view
+        d = s.descriptors
+        dense = d.row_major if layout in ("row", "bt_row") else d.col_major_view
         s.add(dense(A), A.data.ptr, bind.set_mat)
-        s.add(dense(B), B.data.ptr, bind.set_mat)
-        s.sparse = s.descriptors.csr(self.C, values=out)
+        if layout.startswith("bt"):
+            # the descriptor stays on the transposed copy; launch refills it from B
+            s.add(dense(self._transposed()), B.data.ptr, lambda desc, ptr: None)
+        else:
+            s.add(dense(B), B.data.ptr, bind.set_mat)
+        s.sparse = d.csr(self.C, values=out)
         s.add(s.sparse, out.data.ptr, bind.set_sp_values)
         return s
 
+    def _transposed(self) -> Any:
+        if self._bt is None:
+            self._bt = self.cp.empty((self.C.shape[1], self.k), dtype=self.dtype)
+        return self._bt
+
     def _args(self, s: OperandSet, algorithm: Algorithm) -> tuple[Any, ...]:
-        op = OP_N if algorithm.layout == "row" else OP_T
-        return (op, op, self.alpha_ptr, s.dense[0], s.dense[1], self.beta_ptr, s.sparse,
+        op_a, op_b = OPS[algorithm.layout]
+        return (op_a, op_b, self.alpha_ptr, s.dense[0], s.dense[1], self.beta_ptr, s.sparse,
                 self.vtype, algorithm.code)
 
     def _buffer_size(self, s: OperandSet, algorithm: Algorithm) -> int:
@@ -155,7 +171,15 @@ class SDDMM(Baseline):
         s.binding.sddmm(*self._args(s, algorithm), self.buffer_ptrs[algorithm.label])
 
     def launch(self, *operands: Any, algorithm: Algorithm | None = None) -> None:
-        """SDDMM into ``Z`` (the last operand), then ``Z *= C.data`` unless ``scale=False``."""
+        """SDDMM into ``Z`` (the last operand), then ``Z *= C.data`` unless ``scale=False``;
+        the ``BT_*`` layouts first copy B into its transposed buffer."""
+        algorithm = algorithm or self.algorithm
+        assert algorithm is not None
+        if algorithm.layout in ("bt_row", "bt_col"):
+            B = operands[1]
+            if B.shape != self.shapes[1]:
+                self.check_operand(1, B)
+            self.cp.copyto(self._bt, B.T)
         super().launch(*operands, algorithm=algorithm)
         if self.scale:
             out = operands[-1]

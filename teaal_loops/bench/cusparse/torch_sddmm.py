@@ -9,6 +9,7 @@ Each launch runs on CuPy's current stream (a ``torch.cuda.ExternalStream`` of it
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from teaal_loops.bench.cusparse import choice as choosing
@@ -65,6 +66,7 @@ class TorchSDDMM:
         self.algorithm = self.algorithms[0]
         self.skipped: dict[str, str] = {}
         self.choice: choosing.Choice | None = None
+        self.captured: Algorithm | None = None
         self._crow = torch.from_dlpack(C.indptr)
         self._col = torch.from_dlpack(C.indices)
         self._c_values = torch.from_dlpack(C.data)
@@ -85,17 +87,24 @@ class TorchSDDMM:
                     )
             torch = self.torch
             z = torch.from_dlpack(out)
-            zt = torch.sparse_csr_tensor(self._crow, self._col, z, size=self.C.shape,
-                                         check_invariants=False)
+            with warnings.catch_warnings():  # "beta state" and "checks disabled" notices
+                warnings.simplefilter("ignore", UserWarning)
+                zt = torch.sparse_csr_tensor(self._crow, self._col, z, size=self.C.shape,
+                                             check_invariants=False)
             if zt.values().data_ptr() != out.data.ptr:
                 raise CusparseBaselineError("torch SDDMM: PyTorch copied the output values")
             self._views[key] = (torch.from_dlpack(A), torch.from_dlpack(B), zt)
         return self._views[key]
 
     def _stream(self) -> Any:
+        """PyTorch's handle on CuPy's current stream. ``ExternalStream(0)`` would be a new
+        stream from PyTorch's pool, not the legacy default stream that CuPy's null stream
+        is (pointer 0): PyTorch's default stream is that one."""
         ptr = int(self.cp.cuda.get_current_stream().ptr)
         if ptr not in self._streams:
-            self._streams[ptr] = self.torch.cuda.ExternalStream(ptr)
+            torch = self.torch
+            self._streams[ptr] = (torch.cuda.default_stream() if ptr == 0
+                                  else torch.cuda.ExternalStream(ptr))
         return self._streams[ptr]
 
     def launch(self, A: Any, B: Any, Z: Any, algorithm: Algorithm | None = None) -> None:
@@ -119,9 +128,24 @@ class TorchSDDMM:
             raise CusparseBaselineError(f"torch SDDMM: no algorithm {label!r} (only {LABEL})")
 
     def capture(self, *operands: Any) -> Any:
+        """A graph of the launch captured with ``torch.cuda.graph``, which keeps PyTorch's
+        workspace allocations in the graph's own pool (a CuPy stream capture would record
+        buffers PyTorch frees and reuses right after); replayed on CuPy's current stream."""
         operands = operands or self.operands
+        a, b, zt = self._tensors(*operands)
+        torch = self.torch
         self.launch(*operands)
-        return choosing.capture(self.cp, lambda: self.launch(*operands))
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                torch.sparse.sampled_addmm(zt, a, b, beta=0.0, alpha=1.0, out=zt)
+                if self.scale:
+                    zt.values().mul_(self._c_values)
+        except Exception as exc:
+            raise choosing.GraphError(f"not capturable: {first_line(exc)}") from None
+        self.captured = self.algorithm
+        return _TorchGraph(graph, self)
 
     def describe(self, algorithm: Algorithm | None = None) -> str:
         then = ", then Z *= C's values" if self.scale else ""
@@ -133,3 +157,15 @@ class TorchSDDMM:
 
     def close(self) -> None:
         self._views.clear()
+
+
+class _TorchGraph:
+    """``launch()`` replays a ``torch.cuda.CUDAGraph`` on CuPy's current stream."""
+
+    def __init__(self, graph: Any, owner: TorchSDDMM) -> None:
+        self.graph = graph
+        self.owner = owner
+
+    def launch(self, stream: Any = None) -> None:
+        with self.owner.torch.cuda.stream(self.owner._stream()):
+            self.graph.replay()
