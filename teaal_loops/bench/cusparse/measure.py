@@ -201,7 +201,8 @@ def measure_sddmm(cp: Any, timer: Any, mats: Sequence[Any], k: int, reps: int, w
 
 def _sddmm_only(timer: Any, bases: Sequence[Any], operands: Sequence[Any], reps: int,
                 warmup: int) -> dict[str, Any]:
-    """The winner's cuSPARSE call alone (no ``Z *= C.data``)."""
+    """The winner's launch without ``Z *= C.data`` (the cuSPARSE call; for the ``BT_*``
+    layouts the copy of B into its transposed buffer stays in)."""
     k = len(bases)
     for b in bases:
         b.scale = False
