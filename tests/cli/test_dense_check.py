@@ -15,7 +15,7 @@ import teaal_loops.lowering as lowering
 from teaal_loops.cli import main
 from teaal_loops.spec import load_spec
 from tests.conftest import REPO, corpus_dir, require_corpus
-from tests.lowering.dense_specs import PARAMS, SPECS, write_spec
+from tests.lowering.dense_specs import PARAMS, SPECS, SPMV_TRANSPOSED, write_spec
 
 SYNTH = "emptyrows:rows=40,cols=30,nnz=200,seed=3"
 # Small bindings of the corpus specs' parameters (tile sizes nest, group sizes are powers of 2).
@@ -130,6 +130,15 @@ def test_in_repo_dense_specs_agree(
                          *params)
     assert rc == 0, out + err
     assert "result: AGREE" in out
+
+
+def test_transposed_spmv_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spmv_t.yaml"
+    spec.write_text(SPMV_TRANSPOSED)
+    rc, out, err = check(capsys, str(spec), "--synthetic", SYNTH, "--param", "COLS=4")
+    assert rc == 0, out + err
+    assert "(thread_mapped, spmv, transposed)" in out and "dense:" not in out
+    assert "nonzeros (layout csc)" in out and "owners (CPU simulation vs reference): agree" in out
 
 
 def test_a_dense_owner_given_to_another_thread_fails_the_check(

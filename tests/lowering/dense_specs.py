@@ -160,6 +160,27 @@ mapping:
 """,
 }
 
+# Transposed SpMV (not a dense form: no dense rank), A declared [K, M]: CSC of A^T
+SPMV_TRANSPOSED = """
+einsum:
+  declaration:
+    A: [K, M]
+    B: [K]
+    Z: [M]
+  expressions:
+    - Z[m] = A[k, m] * B[k]
+mapping:
+  partitioning:
+    Z:
+      K: [uniform_shape(COLS)]
+  loop-order:
+    Z: [K1, K0, M]
+  spacetime:
+    Z:
+      space: [K1]
+      time: [K0, M]
+"""
+
 # Small bindings of every parameter above (tile sizes nest; group sizes are powers of two).
 PARAMS = {
     "spmm_n0_space": {"NUM_THREADS": 3},

@@ -25,7 +25,7 @@ from teaal_loops.reference import run_reference
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
 from tests.conftest import REPO
-from tests.lowering.dense_specs import PARAMS, write_spec
+from tests.lowering.dense_specs import PARAMS, SPMV_TRANSPOSED, write_spec
 from tests.reference.helpers import random_csr
 
 
@@ -65,6 +65,19 @@ def test_transposed_spmm_multiplies_a_transpose(tmp_path: Path) -> None:
     np.testing.assert_allclose(sim.y, a.toarray().T @ b, rtol=1e-13)
     # the owners are indexed by the atoms of the layout of A^T (CSC: by columns of A^T)
     assert sim.owner.shape == (tile_view(schedule.layout, held).num_atoms, 4)
+
+
+def test_transposed_spmv_multiplies_a_transpose(tmp_path: Path) -> None:
+    path = tmp_path / "spmv_t.yaml"
+    path.write_text(SPMV_TRANSPOSED)
+    schedule = lower(load_spec(path), params={"COLS": 2})
+    a = random_csr(12, 7, 0.3, 5)  # declared [K, M]: K = 12, M = 7
+    bound = bind(schedule, operand_shape(schedule, a), params={"COLS": 2})
+    x = np.random.default_rng(5).uniform(-1, 1, 12)
+    sim = simulate(bound, a, x)
+    assert schedule.form.transposed and sim.owner.shape == (a.nnz,)
+    np.testing.assert_allclose(sim.y, a.toarray().T @ x, rtol=1e-13)
+    assert bound.matrix.rows == 12  # CSC of A^T: one tile per column of A^T (per k)
 
 
 @pytest.mark.parametrize("name", ["sddmm_one", "sddmm_two"])
