@@ -1,13 +1,18 @@
 """``teaal-loops check``: the HiFiber reference against the CPU simulation or the GPU kernel.
 
 Runs the spec's HiFiber program (on fibertree when importable, else on the built-in fibers)
-and the other side on one matrix and a random vector without zeros, then reports whether the
-values agree and whether every nonzero is owned by the same thread: the reference's space
+and the other side on one matrix and seeded random dense operands without zeros (SpMV's
+vector, SpMM's ``B``, SDDMM's ``A`` and ``B``: shapes from the matrix and ``--rank``, bound by
+their names in the spec), then reports whether the values agree (SpMV and SpMM: every output
+element within the tolerances; SDDMM: the value of every atom of the sampler) and whether
+every nonzero (times every dense index) is owned by the same thread: the reference's space
 stamps are mapped to threads through the IR's binding and compared with the simulation's (or
-the trace kernel's) owner of every atom. Exit status 0 when both agree, 1 when not.
+the trace kernel's) owners. Exit status 0 when both agree, 1 when not.
 
-The reference runs at Python speed: above ``--max-nnz`` nonzeros (default 200000) it is not
-run; the values are then compared with a NumPy/SciPy oracle and owners are not checked.
+The reference runs at Python speed: above ``--max-nnz`` multiplies (nonzeros for SpMV,
+nonzeros x D for SpMM and SDDMM; TeAAL's two-einsum SDDMM computes the whole dense product
+first) it is not run; the values are then compared with a NumPy/SciPy oracle and owners are
+not checked.
 """
 
 from __future__ import annotations
@@ -24,12 +29,22 @@ from teaal_loops.cli.common import (
     add_dtype_option,
     add_matrix_options,
     add_param_option,
+    add_rank_option,
     add_seed_option,
+    dense_operands,
+    dense_size_for,
     load_matrix_from_args,
     parse_params,
+    parse_ranks,
 )
-from teaal_loops.lowering import lower, schedule_shape
+from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.ir import recognise_spmv
+from teaal_loops.ir.model import BoundSchedule, Schedule
+from teaal_loops.layouts import tile_view
+from teaal_loops.lowering import lower
+from teaal_loops.lowering.simulate import operand_shape, sparse_operand
 from teaal_loops.reference import compare_arrays, run_reference
+from teaal_loops.reference.compare import Comparison
 from teaal_loops.reference.execute import load_engine
 from teaal_loops.reference.names import comment
 from teaal_loops.reference.ownership import compare_owners
@@ -38,6 +53,7 @@ from teaal_loops.spec import load_spec
 
 ORDER = 45
 MAX_NNZ = 200_000
+SDDMM_CHUNK = 1 << 18  # nonzeros of the oracle's sampled product computed at a time
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,15 +63,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=(
             "Run the HiFiber reference of SPEC (fibertree if importable, else the built-in "
             "fibers) and the CPU simulation (--against simulate, default) or the GPU kernel "
-            "(--against gpu) on a matrix; print whether values and the owning thread of every "
-            "nonzero agree, and which engine ran. Exit status 1 on disagreement. Above "
-            f"--max-nnz nonzeros (default {MAX_NNZ}) the Python-speed reference is replaced "
-            "by a NumPy oracle for the values, and owners are not checked."
+            "(--against gpu) on a matrix and seeded random dense operands; print whether "
+            "values and the owning thread of every nonzero (and dense index) agree, and which "
+            "engine ran. Exit status 1 on disagreement. Above --max-nnz multiplies of the "
+            f"reference (default {MAX_NNZ}) the Python-speed reference is replaced by a NumPy "
+            "oracle for the values, and owners are not checked."
         ),
     )
-    p.add_argument("spec", metavar="SPEC", help="a TeAAL spec (YAML) of an SpMV schedule")
+    p.add_argument(
+        "spec", metavar="SPEC",
+        help="a TeAAL spec (YAML) of one sparse operand times dense ones (SpMV, SpMM, SDDMM)",
+    )
     add_matrix_options(p, required=True)
     add_param_option(p)
+    add_rank_option(p)
     add_dtype_option(p)
     p.add_argument(
         "--against",
@@ -73,7 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--max-nnz",
         default=str(MAX_NNZ),
         metavar="N",
-        help=f"largest matrix the reference runs on, e.g. 200000 or 2e5 (default {MAX_NNZ})",
+        help=(
+            "most multiplies the reference runs (nonzeros for SpMV, nonzeros x D for SpMM and "
+            f"SDDMM), e.g. 200000 or 2e5 (default {MAX_NNZ})"
+        ),
     )
     add_seed_option(p)
     p.set_defaults(func=run)
@@ -81,9 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     args.max_nnz = parse_count(args.max_nnz, "--max-nnz")
+    ranks = parse_ranks(args.rank)
     spec = load_spec(args.spec)
     params = parse_params(args.param)
     schedule = lower(spec, params=params)
+    dense_size = dense_size_for(schedule, ranks)
     if args.reference == "fibertree":
         load_engine("fibertree")  # fail now, with the install hint, before any work
     name, A = load_matrix_from_args(args)
@@ -91,30 +117,40 @@ def run(args: argparse.Namespace) -> int:
     stored = A.nnz
     A.eliminate_zeros()  # fibertree treats zeros as absent: both sides see the same nonzeros
     A.sort_indices()
-    x = _vector_without_zeros(A.shape[1], args.seed)
+    # bound to the layout's tiles and atoms (for CSR: rows and nonzeros) of the matrix the
+    # layout holds (A^T for a transposed form)
+    bound = bind(schedule, operand_shape(schedule, A), params=params, dense_size=dense_size)
+    held = sparse_operand(schedule, A)
+    operands = dense_operands(bound, held.shape[0], held.shape[1], args.seed)
 
     # a file name may hold line breaks and anything else: shown as one printable line
-    print(f"spec: {comment(args.spec)} ({schedule.kind})")
+    print(f"spec: {comment(args.spec)} ({schedule.kind}{_form_words(schedule)})")
     print(f"matrix: {comment(name)} ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros)")
     if stored != A.nnz:
         print(f"note: {stored - A.nnz} explicit zeros dropped (zeros are absent in fibertree)")
+    if schedule.form.dense is not None:
+        shown = ", ".join(
+            f"{n} {' x '.join(map(str, np.shape(v)))}"
+            for n, v in zip(schedule.form.operands, operands, strict=True)
+        )
+        print(f"dense: rank {schedule.form.dense.name} = {bound.dense_size}; operands {shown} "
+              f"(seed {args.seed})")
 
     if args.against == "gpu":
-        other_y, other_owner, bound, label = _gpu_side(args, A, x, params)
+        other_y, other_owner, bound, label = _gpu_side(args, A, operands, params, bound)
     else:
-        # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
-        bound = bind(schedule, schedule_shape(schedule.layout, A), params=params)
-        sim = lowering.simulate(bound, A, x)  # a module attribute: tests replace it
+        sim = lowering.simulate(bound, A, *operands)  # a module attribute: tests replace it
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}
     print(f"parameters: {', '.join(f'{k}={v}' for k, v in sizes.items()) or 'none'}")
 
-    if A.nnz > args.max_nnz:
+    work, what = _reference_work(spec, schedule, held, bound.dense_size)
+    if work > args.max_nnz:
         print(
-            f"reference: skipped ({A.nnz} nonzeros > --max-nnz {args.max_nnz}: the HiFiber "
+            f"reference: skipped ({work} {what} > --max-nnz {args.max_nnz}: the HiFiber "
             "reference runs at Python speed); values checked against the NumPy oracle instead"
         )
-        cmp = compare_arrays(A @ x, other_y)
+        cmp = _compare_values(schedule, held, _oracle(schedule, held, operands), other_y)
         print(f"values ({label} vs NumPy oracle): {cmp.summary()}")
         print("owners: not checked (no reference run)")
         print("result: " + ("AGREE" if cmp.ok else "DISAGREE"))
@@ -123,12 +159,11 @@ def run(args: argparse.Namespace) -> int:
     s = schedule
     ref_params = {p: sizes[p] for p in spec.parameters if p in sizes}
     ref_params.update({p: v for p, v in params.items() if p in spec.parameters})
-    result = run_reference(
-        spec, {s.matrix: A, s.vector: x}, params=ref_params, engine=args.reference
-    )
+    tensors = {s.matrix: A, **dict(zip(_operand_names(s), operands, strict=True))}
+    result = run_reference(spec, tensors, params=ref_params, engine=args.reference)
     how = "the fibertree package" if result.engine == "fibertree" else "teaal_loops.fibers"
     print(f"reference: {result.engine} (HiFiber on {how}; {len(result.stamps)} multiplies)")
-    cmp = compare_arrays(result.outputs[s.output], other_y)
+    cmp = _compare_values(s, held, result.outputs[s.output], other_y)
     print(f"values ({label} vs reference): {cmp.summary()}")
     owners = compare_owners(spec, bound, A, result.stamps, other_owner)
     print(f"owners ({label} vs reference): {owners.text}")
@@ -137,16 +172,100 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _vector_without_zeros(n: int, seed: int) -> Any:
-    """Values in +-[0.5, 1.5): a zero would make fibertree skip the multiply (and its stamp)."""
-    rng = np.random.default_rng(seed)
-    return rng.uniform(0.5, 1.5, size=n) * rng.choice([-1.0, 1.0], size=n)
+def _form_words(schedule: Schedule) -> str:
+    """Nothing for SpMV (its line is as before), else the form and whether it is transposed."""
+    form = schedule.form
+    if form.kind == "spmv" and not form.transposed:
+        return ""
+    return f", {form.kind}" + (", transposed" if form.transposed else "")
 
 
-def _gpu_side(args: argparse.Namespace, A: Any, x: Any, params: dict[str, int]) -> tuple[Any, ...]:
+def _operand_names(schedule: Schedule) -> tuple[str, ...]:
+    return schedule.form.operands or (schedule.vector,)
+
+
+def _reference_work(
+    spec: Any, schedule: Schedule, held: Any, dense_size: int
+) -> tuple[int, str]:
+    """How many multiplies the reference stamps (and dense output elements it fills)."""
+    form = schedule.form
+    if form.dense is None:
+        return int(held.nnz), "nonzeros"
+    rows, cols = held.shape
+    work = int(held.nnz) * dense_size
+    if form.kind == "sddmm" and recognise_spmv(spec).intermediate is not None:
+        work += rows * cols * dense_size  # TeAAL's T1 = A * B: the whole dense product
+    if form.kind == "sddmm":
+        work = max(work, rows * cols)  # its output is dense in the reference
+    return work, f"reference multiplies ({held.nnz} nonzeros, {form.dense.name} = {dense_size})"
+
+
+def _compare_values(schedule: Schedule, held: Any, expected: Any, got: Any) -> Comparison:
+    """SpMV/SpMM: every output element; SDDMM: the value of every atom of the layout (the
+    expected output read at each atom's entry)."""
+    if schedule.form.kind != "sddmm":
+        exp = np.asarray(expected)
+        res = np.asarray(got)
+        if res.size == exp.size and res.shape != exp.shape:
+            res = res.reshape(exp.shape)
+        return compare_arrays(exp, res)
+    view = tile_view(schedule.layout, held)
+    per_atom = np.zeros(view.num_atoms, dtype=np.float64)
+    values = expected[view.entries.row, view.entries.col]
+    per_atom[view.entries.atom] = np.asarray(values, dtype=np.float64).ravel()
+    return compare_arrays(per_atom, np.asarray(got).ravel())
+
+
+def _oracle(schedule: Schedule, held: Any, operands: list[Any]) -> Any:
+    """The product with SciPy, from the matrix alone (no layout, no schedule): SpMV and SpMM
+    ``A @ B`` (``A^T`` for a transposed form), SDDMM the sampled product as a sparse matrix."""
+    form = schedule.form
+    csr = held.tocsr().astype(np.float64)
+    if form.kind == "spmv":
+        return csr @ np.asarray(operands[0], dtype=np.float64)
+    if form.kind == "spmm":
+        b = np.asarray(operands[0], dtype=np.float64)
+        dense = form.dense
+        if dense is not None and form.operand_ranks and form.operand_ranks[0][0] == dense.name:
+            b = b.T  # declared [N, K]
+        return np.asarray(csr @ b)
+    u, v = (np.asarray(o, dtype=np.float64) for o in operands)
+    coo = csr.tocoo()
+    sampled = np.empty(coo.nnz, dtype=np.float64)
+    for lo in range(0, coo.nnz, SDDMM_CHUNK):
+        rows, cols = coo.row[lo:lo + SDDMM_CHUNK], coo.col[lo:lo + SDDMM_CHUNK]
+        sampled[lo:lo + SDDMM_CHUNK] = (u[rows] * v[:, cols].T).sum(axis=1)
+    coo.data = coo.data * sampled
+    return coo.tocsr()
+
+
+def _gpu_side(
+    args: argparse.Namespace, A: Any, operands: list[Any], params: dict[str, int],
+    bound: BoundSchedule,
+) -> tuple[Any, ...]:
+    """(values, owners, bound, label) of the GPU kernel: what the simulation gives, in the
+    same shapes (the dense forms: owners atoms x D, or flat atom-major)."""
+    if bound.schedule.form.kind != "spmv":
+        return _gpu_dense_side(args, A, operands, params, bound)
+    (x,) = operands
     kernel = pipeline.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
     runtime.cupy_module()  # no GPU: one clear line (DeviceError)
     prepared = kernel.prepare(A)
     y = kernel(prepared, x).get()
     owner = kernel.trace(prepared, x).get().astype(np.int64)
     return y, owner, prepared.bound, f"GPU {kernel.dtype.name}"
+
+
+def _gpu_dense_side(
+    args: argparse.Namespace, A: Any, operands: list[Any], params: dict[str, int],
+    bound: BoundSchedule,
+) -> tuple[Any, ...]:
+    """The hook for SpMM and SDDMM on the GPU: run the kernel of ``args.spec`` on ``A`` (as the
+    spec declares it) and ``operands`` (``schedule.form.operands`` order, the dense rank of
+    size ``bound.dense_size``), and return its values (SpMM: M x D; SDDMM: one per atom), its
+    trace owners (atoms x D) and its binding. Not wired to the runtime yet."""
+    form = bound.schedule.form
+    raise TeaalLoopsError(
+        f"check --against gpu: the {form.kind} kernels are not run by check yet; use "
+        "--against simulate (the default)"
+    )

@@ -5,21 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from teaal_loops.cli.common import (
     add_matrix_options,
     add_param_option,
+    add_rank_option,
+    dense_operands,
+    dense_size_for,
     load_matrix_from_args,
     parse_params,
+    parse_ranks,
 )
 from teaal_loops.lowering import (
     bound_json,
     explain_text,
     schedule_json,
-    schedule_shape,
     simulate,
 )
+from teaal_loops.lowering.simulate import operand_shape
 from teaal_loops.pipeline.stages import load_schedule
 from teaal_loops.schedules import bind
 
@@ -31,13 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "explain",
         help="print the schedule IR of a spec and, given a matrix, its load balance",
         description=(
-            "Lower SPEC to the schedule IR and print which rank is which GPU level, the loops "
-            "and the combine strategy. With a matrix, also bind the sizes and simulate the "
-            "schedule on the CPU to report atoms per thread, split rows and atomics."
+            "Lower SPEC to the schedule IR and print the form (SpMV, SpMM, SDDMM; which "
+            "operand is sparse, transposed or not), which rank is which GPU level (the dense "
+            "rank's too), the loops and the combine strategy. With a matrix, also bind the "
+            "sizes and simulate the schedule on the CPU to report atoms per thread, split rows "
+            "and atomics."
         ),
     )
     p.add_argument("spec", metavar="SPEC", help="a TeAAL spec (YAML)")
     add_param_option(p)
+    add_rank_option(p)
     add_matrix_options(p, required=False)
     p.add_argument("--layout", help="override the layout the spec's format selects")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -45,15 +50,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
+    ranks = parse_ranks(args.rank)
     schedule = load_schedule(args.spec, params=parse_params(args.param), layout=args.layout)
+    dense_size = dense_size_for(schedule, ranks)
     bound = sim = None
     name = None
     if args.matrix or args.synthetic:
         name, A = load_matrix_from_args(args)
-        # bound to the layout's tiles and atoms (for CSR: rows and nonzeros)
-        bound = bind(schedule, schedule_shape(schedule.layout, A))
-        x = np.random.default_rng(0).uniform(-1.0, 1.0, A.shape[1])
-        sim = simulate(bound, A, x)
+        # bound to the layout's tiles and atoms (for CSR: rows and nonzeros) of the matrix the
+        # layout holds (A^T for a transposed form)
+        bound = bind(schedule, operand_shape(schedule, A), dense_size=dense_size)
+        rows, cols = (A.shape[1], A.shape[0]) if schedule.form.transposed else A.shape
+        operands = dense_operands(bound, rows, cols, seed=0, low=0.0)
+        sim = simulate(bound, A, *operands)
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:

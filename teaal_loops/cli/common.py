@@ -1,12 +1,17 @@
-"""Options shared by several subcommands: ``--param``, ``-m`` / ``--synthetic``, ``--dtype``."""
+"""Options shared by several subcommands: ``--param``, ``--rank``, ``-m`` / ``--synthetic``,
+``--dtype``, and the random dense operands of ``check`` and ``explain``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+import numpy as np
+
 from teaal_loops import matrix
 from teaal_loops.errors import ParameterError, TeaalLoopsError
+from teaal_loops.ir.model import BoundSchedule, Schedule
+from teaal_loops.lowering.simulate import operand_shapes
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +55,102 @@ def parse_params(items: list[str]) -> dict[str, int]:
             raise ParameterError(f"--param {name} given twice with different values")
         params[name] = number
     return params
+
+
+MAX_RANK_SIZE = 1 << 16  # a dense rank (SpMM's N, SDDMM's K) of at most 65536
+MAX_DENSE_ELEMENTS = 1 << 27  # a dense operand, output or owner array (1 GiB of float64)
+
+
+def add_rank_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rank",
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        help=(
+            "the size of the spec's dense rank (SpMM's N, SDDMM's K; repeatable, default 8), "
+            "e.g. --rank N=32; the sparse operand's ranks take the matrix's sizes"
+        ),
+    )
+
+
+def parse_ranks(items: list[str]) -> dict[str, int]:
+    """``["N=32"]`` -> ``{"N": 32}``: a rank name and a size in 1..65536, else one
+    ParameterError line."""
+    ranks: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not (name.isascii() and name.isidentifier()):
+            raise ParameterError(f"--rank {item[:40]!r}: expected NAME=SIZE, e.g. N=32")
+        if not value.isascii() or not value.isdigit() or len(value) > 12:
+            raise ParameterError(
+                f"--rank {name}: {value[:24]!r} is not a size (an integer in 1..{MAX_RANK_SIZE})"
+            )
+        size = int(value)
+        if not 1 <= size <= MAX_RANK_SIZE:
+            raise ParameterError(f"--rank {name}: size {size} is not in 1..{MAX_RANK_SIZE}")
+        if name in ranks and ranks[name] != size:
+            raise ParameterError(f"--rank {name} given twice with different sizes")
+        ranks[name] = size
+    return ranks
+
+
+def dense_size_for(schedule: Schedule, ranks: dict[str, int]) -> int | None:
+    """The dense rank's size from ``--rank`` (None: not given, the default); a name that is
+    not the spec's dense rank is one ParameterError line."""
+    form = schedule.form
+    dense = form.dense.name if form.dense is not None else None
+    matrix_ranks = {schedule.tile_rank, schedule.atom_rank, *form.output_ranks}
+    for name in ranks:
+        if name == dense:
+            continue
+        if dense is None:
+            raise ParameterError(
+                f"--rank {name}: this spec ({form.kind}) has no dense rank; the sizes of its "
+                "ranks come from the matrix"
+            )
+        if name in matrix_ranks:
+            raise ParameterError(
+                f"--rank {name}: the size of {name} comes from the matrix; only the dense "
+                f"rank {dense} can be given"
+            )
+        raise ParameterError(f"--rank {name}: not a rank of this spec (its dense rank: {dense})")
+    return ranks.get(dense) if dense is not None else None
+
+
+def dense_operands(
+    bound: BoundSchedule, rows: int, cols: int, seed: int, *, low: float = 0.5
+) -> list[Any]:
+    """Seeded random dense operands of ``bound``'s form, in ``schedule.form.operands`` order,
+    for a sparse operand of ``rows x cols`` (as the layout holds it): values in
+    ``+-[low, low + 1)`` (``low=0.5``: no zeros, so that fibertree skips no multiply). An
+    operand, output or owner array larger than :data:`MAX_DENSE_ELEMENTS` is refused first."""
+    schedule = bound.schedule
+    d = bound.dense_size
+    shapes = operand_shapes(schedule, rows, cols, d)
+    if schedule.form.dense is not None:
+        arrays = {f"operand {n}": shape for n, shape in zip(
+            schedule.form.operands or ("B",), shapes, strict=False
+        )}
+        arrays["owners (atoms x dense indices)"] = (bound.matrix.nnz, d)
+        if schedule.form.kind == "spmm":
+            arrays["output"] = (rows, d)
+        for what, shape in arrays.items():
+            elements = int(np.prod(shape, dtype=np.float64))
+            if elements > MAX_DENSE_ELEMENTS:
+                raise ParameterError(
+                    f"the {what} would have {' x '.join(map(str, shape))} = {elements} "
+                    f"elements, more than {MAX_DENSE_ELEMENTS}: give the dense rank "
+                    f"{schedule.form.dense.name} a smaller size (--rank) or use a smaller matrix"
+                )
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in shapes:
+        size = int(np.prod(shape))
+        values = rng.uniform(low, low + 1.0, size=size) * rng.choice([-1.0, 1.0], size=size)
+        out.append(values.reshape(shape))
+    return out
 
 
 def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool) -> None:

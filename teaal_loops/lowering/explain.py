@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from teaal_loops.ir.model import BoundSchedule, GpuLevel, Schedule
+from teaal_loops.ir.model import BoundSchedule, DenseRank, Form, GpuLevel, Schedule
 from teaal_loops.layouts import get_layout
 from teaal_loops.lowering.simulate import SimResult
 from teaal_loops.schedules import describe_sizes, schedule_definition
 
 _LEVEL_TEXT = {
     GpuLevel.WORKER: "space -> selects the {worker}",
+    GpuLevel.DENSE: "space -> dense slot within the {worker}",
     GpuLevel.LANE: "space -> lane within the group",
     GpuLevel.LOOP: "time  -> sequential loop",
 }
@@ -43,11 +44,31 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
         "group_size": s.group_size,
         "work_per_thread": s.work_per_thread,
         "block_threads": s.block_threads,
+        "form": _form_json(s),
+    }
+
+
+def _form_json(s: Schedule) -> dict[str, Any]:
+    f = s.form
+    dense = f.dense
+    return {
+        "kind": f.kind,
+        "text": f.text or s.einsum,
+        "sparse": s.matrix,
+        "transposed": f.transposed,
+        "operands": list(f.operands),
+        "dense_rank": None if dense is None else {
+            "name": dense.name,
+            "space": dense.space,
+            "time": dense.time,
+            "split": dense.split,
+            "summed": dense.reduce,
+        },
     }
 
 
 def bound_json(b: BoundSchedule) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "rows": b.matrix.rows,
         "cols": b.matrix.cols,
         "nnz": b.matrix.nnz,
@@ -55,6 +76,15 @@ def bound_json(b: BoundSchedule) -> dict[str, Any]:
         "launch": {"blocks": b.launch.blocks, "threads_per_block": b.launch.threads_per_block},
         "index_bits": b.index_bits,
     }
+    dense = b.schedule.form.dense
+    if dense is not None:
+        out["dense"] = {
+            "rank": dense.name,
+            "size": b.dense_size,
+            "space": b.dense_space,
+            "time": b.dense_time,
+        }
+    return out
 
 
 def explain_text(
@@ -64,19 +94,24 @@ def explain_text(
     layout = get_layout(s.layout)
     lines = [
         f"spec:      {s.spec_name}",
-        f"einsum:    {s.einsum}",
+        f"einsum:    {s.form.text or s.einsum}",
+        f"form:      {_form_text(s)}",
         f"schedule:  {s.kind}",
         f"layout:    {s.layout} (tiles = {layout.tiles} along rank {s.tile_rank}, atoms = "
-        f"stored units along {s.atom_rank} of {s.matrix})",
+        f"stored units along {s.atom_rank} of {_held(s)})",
         "ranks (loop order):",
     ]
     width = max((len(r.name) for r in s.ranks), default=1)
     for r in s.ranks:
         what = _LEVEL_TEXT[r.level].format(worker=definition.worker_word)
         lines.append(f"  {r.name:<{width}}  {what:<45} extent {r.extent}")
+    if s.form.dense is not None:
+        lines.append(f"dense:     {_dense_text(s.form.dense)}")
     combine = "every atom adds atomically to its output row, output zeroed first" if (
         layout.scatters
     ) else definition.combine_text
+    if s.form.kind == "sddmm":
+        combine = f"each atom's value is written by its owner, which sums {_dense_name(s)}"
     lines.append(f"combine:   {combine}")
     lines.extend(definition.explain_lines(s))
     params = ", ".join(
@@ -84,25 +119,88 @@ def explain_text(
     )
     lines.append(f"params:    {params or 'none'}")
     if bound is not None:
-        lines.extend(_bound_lines(s, bound, layout.direct_csr, layout.tiles))
+        worker = definition.worker_word
+        lines.extend(_bound_lines(s, bound, layout.direct_csr, layout.tiles, worker))
     if sim is not None:
         st = sim.stats
+        unit = "atoms" if st.dense_size is None else f"(atom, {_dense_name(s)} index) pairs"
         lines.append(
-            f"balance:   atoms per thread max {st.max_atoms} mean {st.mean_atoms:.3f} "
+            f"balance:   {unit} per thread max {st.max_atoms} mean {st.mean_atoms:.3f} "
             f"(max/mean {st.imbalance:.2f}); {st.idle_threads} idle of {st.threads} threads; "
             f"{st.split_rows} split tiles; {st.atomics} atomics"
         )
     return "\n".join(lines)
 
 
-def _bound_lines(s: Schedule, bound: BoundSchedule, csr: bool, tiles: str) -> list[str]:
+def _dense_name(s: Schedule) -> str:
+    return s.form.dense.name if s.form.dense is not None else ""
+
+
+def _held(s: Schedule) -> str:
+    return f"{s.matrix}^T" if s.form.transposed else s.matrix
+
+
+def _form_text(s: Schedule) -> str:
+    """Which member of the family, which operand is sparse, and whether it is transposed."""
+    f: Form = s.form
+    operands = ", ".join(f.operands) or s.vector
+    text = f"{f.kind}; sparse operand {s.matrix}"
+    if f.kind == "sddmm":
+        text += " (the sampler: its nonzeros are the atoms)"
+    if f.transposed:
+        row = f.output_ranks[0] if f.output_ranks else s.tile_rank
+        col = s.atom_rank if s.tile_rank == row else s.tile_rank
+        text += (
+            f", transposed: declared [{col}, {row}], the layout holds {s.matrix}^T "
+            f"([{row}, {col}])"
+        )
+    else:
+        text += ", not transposed"
+    return text + f"; dense operand{'s' if len(f.operands) > 1 else ''} {operands}"
+
+
+def _dense_text(d: DenseRank) -> str:
+    """Where the spacetime puts the dense rank (DS threads a worker, DT steps a thread)."""
+    role = "summed per atom" if d.reduce else "kept by the output"
+    if d.split is None and d.space:
+        where = (
+            f"{d.space} in space: one thread per index of {d.name} for each worker "
+            f"(DS = {d.name}, DT = 1)"
+        )
+    elif d.split is None:
+        where = f"in time: every thread loops over all of {d.name} (DS = 1, DT = {d.name})"
+    elif d.space:
+        where = (
+            f"split by uniform_shape({d.split}): {d.space} in space (DS = {d.split} threads for "
+            f"each worker), {d.time} in time (DT = ceil({d.name}/{d.split}) steps a thread)"
+        )
+    else:
+        where = f"split by uniform_shape({d.split}), all in time (DS = 1, DT = {d.name})"
+    return (
+        f"{d.name} ({role}), {where}; thread = (worker * DS + {d.name.lower()} mod DS) * G "
+        "+ lane"
+    )
+
+
+def _bound_lines(
+    s: Schedule, bound: BoundSchedule, csr: bool, tiles: str, worker: str
+) -> list[str]:
     m = bound.matrix
     sizes = describe_sizes(bound)
-    return [
+    lines = [
         f"matrix:    {m.rows} x {m.cols}, {m.nnz} nonzeros"
         if csr
         else f"bound to:  {m.rows} tiles ({tiles}), {m.nnz} atoms of layout {s.layout}",
         "bound:     " + ", ".join(f"{k}={v}" for k, v in sizes.items()),
-        f"launch:    {bound.launch.blocks} blocks x {bound.launch.threads_per_block} threads, "
-        f"{bound.index_bits}-bit offsets",
     ]
+    if s.form.dense is not None:
+        lines.append(
+            f"dense:     {s.form.dense.name} = {bound.dense_size}: DS = {bound.dense_space} "
+            f"thread(s) for each worker ({worker}), DT = {bound.dense_time} steps a thread, "
+            f"{bound.threads} threads in all"
+        )
+    lines.append(
+        f"launch:    {bound.launch.blocks} blocks x {bound.launch.threads_per_block} threads, "
+        f"{bound.index_bits}-bit offsets"
+    )
+    return lines

@@ -5,33 +5,61 @@ the load-balance figures. Ownership comes from each schedule definition's rules,
 the tile offsets alone exactly as the kernels compute it; GPU tests compare the trace build of
 each kernel against :attr:`SimResult.owner` atom by atom. Values are accumulated in float64:
 the combine structure (stores, group reductions, atomics) does not change the result.
+
+Every form of the one-sparse-operand family (:mod:`teaal_loops.ir.einsum`) runs here:
+
+* **SpMV** ``Z[m] = A[m, k] * B[k]``: ``y`` has one value per row, ``owner`` one thread per
+  atom.
+* **SpMM** ``Z[m, n] = A[m, k] * B[k, n]``: ``y`` is ``A @ B`` (rows x D), ``owner`` has shape
+  (atoms, D): the thread of atom ``a`` for dense index ``n``.
+* **SDDMM** ``Z[m, n] = C[m, n] * A[m, k] * B[k, n]``: ``y`` has one value per atom of the
+  sampler ``C`` (its value times the dense product at its entry, K summed), ``owner`` has
+  shape (atoms, D) with D the summed rank K (each atom's K is summed by one thread).
+* **Transposed forms** (the sparse operand declared ``[K, M]``): functions taking the matrix
+  take it as the spec declares it; the layout holds its transpose (:func:`sparse_operand`).
+
+The thread of (atom ``a``, dense index ``n``) is
+``((o // G) * DS + n % DS) * G + o % G`` with ``o`` the schedule's own owner of ``a`` (worker
+times ``G`` plus lane), ``G`` the group size and ``DS`` the dense rank's space extent (1 when
+the rank is in time, always 1 for SDDMM): :mod:`teaal_loops.ir.dense`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from teaal_loops.errors import ValidationError
-from teaal_loops.ir.model import BoundSchedule
+from teaal_loops.ir.model import BoundSchedule, GpuLevel, Schedule
 from teaal_loops.layouts import TileView, tile_view
+from teaal_loops.matrix import as_csr
 from teaal_loops.schedules import schedule_definition
 from teaal_loops.types import MatrixShape
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+SDDMM_CHUNK = 1 << 20  # entries gathered at a time (bounds the dense rows held at once)
 
 
 @dataclass(frozen=True)
 class LoadBalance:
-    """Atoms per launched thread and the cost of combining split rows."""
+    """Atoms per launched thread and the cost of combining split rows.
 
-    threads: int  # launched threads that may own work (workers x lanes)
+    For the dense forms (``dense_size`` set) a thread's work is counted in (atom, dense index)
+    pairs: an SpMM thread handling ``c`` atoms for ``d`` indices of N counts ``c * d``."""
+
+    threads: int  # launched threads that may own work (workers x dense slots x lanes)
     max_atoms: int
     mean_atoms: float
     split_rows: int  # rows whose atoms are owned by more than one thread
     atomics: int  # atomic updates issued to the output
     idle_threads: int  # threads owning no atom
+    dense_size: int | None = None  # D, the dense indices of every atom (None: SpMV)
 
     @property
     def imbalance(self) -> float:
@@ -39,7 +67,7 @@ class LoadBalance:
         return self.max_atoms / self.mean_atoms if self.mean_atoms else 1.0
 
     def as_dict(self) -> dict[str, float | int]:
-        return {
+        out: dict[str, float | int] = {
             "threads": self.threads,
             "max_atoms_per_thread": self.max_atoms,
             "mean_atoms_per_thread": round(self.mean_atoms, 6),
@@ -48,24 +76,38 @@ class LoadBalance:
             "atomics": self.atomics,
             "idle_threads": self.idle_threads,
         }
+        if self.dense_size is not None:
+            out["dense_indices_per_atom"] = self.dense_size
+        return out
 
 
 @dataclass(frozen=True)
 class SimResult:
-    y: npt.NDArray[np.float64]
-    owner: npt.NDArray[np.int64]  # global thread id of every atom, layout atom order
+    """``y``: SpMV one value per row; SpMM rows x D; SDDMM one value per atom. ``owner``: the
+    global thread of every atom (SpMV) or of every (atom, dense index) (atoms x D), in the
+    layout's atom order (module docstring)."""
+
+    y: FloatArray
+    owner: IntArray
     stats: LoadBalance
     bound: BoundSchedule
 
-    def owner_block_thread(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def owner_block_thread(self) -> tuple[IntArray, IntArray]:
         tpb = self.bound.launch.threads_per_block
         return self.owner // tpb, self.owner % tpb
 
 
-def owners(bound: BoundSchedule, tile_ptr: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """The owning global thread id of every atom, per the schedule's rules."""
-    ptr = np.asarray(tile_ptr, dtype=np.int64)
-    return schedule_definition(bound.kind).owners(bound, ptr)
+# --------------------------------------------------------------------------------------------
+# The sparse operand and the dense ones
+# --------------------------------------------------------------------------------------------
+
+
+def sparse_operand(schedule: Schedule, A: Any) -> Any:
+    """The matrix the layout holds: ``A`` itself, or ``A^T`` (rows M, columns K) when the
+    spec declares the sparse operand ``[K, M]`` (``schedule.form.transposed``)."""
+    if not schedule.form.transposed:
+        return A
+    return as_csr(A).transpose().tocsr()
 
 
 def schedule_shape(layout: str, A: Any) -> MatrixShape:
@@ -73,20 +115,165 @@ def schedule_shape(layout: str, A: Any) -> MatrixShape:
     return tile_view(layout, A).shape
 
 
-def simulate(bound: BoundSchedule, A: object, x: npt.ArrayLike) -> SimResult:
-    """Run ``bound`` on matrix ``A`` (scipy.sparse or anything matrix.as_csr takes) in the
-    schedule's layout. ``owner`` is indexed by the layout's atoms in storage order."""
-    return simulate_view(bound, tile_view(bound.schedule.layout, A), x)
+def operand_shape(schedule: Schedule, A: Any) -> MatrixShape:
+    """:func:`schedule_shape` of the matrix the layout holds for the spec's operand ``A``
+    (its transpose for a transposed form)."""
+    return schedule_shape(schedule.layout, sparse_operand(schedule, A))
 
 
-def simulate_view(bound: BoundSchedule, view: TileView, x: npt.ArrayLike) -> SimResult:
-    xv = np.asarray(x, dtype=np.float64).ravel()
-    owner = owners(bound, view.tile_ptr)
-    entries = view.entries
-    products = entries.val * xv[entries.col]
-    y = np.bincount(entries.row, weights=products, minlength=view.rows).astype(np.float64)
-    stats = load_balance(bound, view.tile_ptr, owner, scatter=view.scatter)
+def rank_sizes(schedule: Schedule, rows: int, cols: int, dense_size: int) -> dict[str, int]:
+    """The size of every rank of the form, for a product whose sparse operand (as the layout
+    holds it) is ``rows x cols``: its row rank, its column rank and the dense rank."""
+    form = schedule.form
+    row = form.output_ranks[0] if form.output_ranks else schedule.tile_rank
+    col = schedule.atom_rank if schedule.tile_rank == row else schedule.tile_rank
+    sizes = {row: rows, col: cols}
+    if form.dense is not None:
+        sizes[form.dense.name] = dense_size
+    return sizes
+
+
+def operand_shapes(
+    schedule: Schedule, rows: int, cols: int, dense_size: int = 1
+) -> tuple[tuple[int, ...], ...]:
+    """The shape of every dense input (``schedule.form.operands``, in declaration axis
+    order) for a sparse operand of ``rows x cols`` (as the layout holds it)."""
+    form = schedule.form
+    if not form.operand_ranks:  # a schedule built without a form: the defaults
+        return {
+            "spmm": ((cols, dense_size),),
+            "sddmm": ((rows, dense_size), (dense_size, cols)),
+        }.get(form.kind, ((cols,),))
+    sizes = rank_sizes(schedule, rows, cols, dense_size)
+    return tuple(tuple(sizes[r] for r in ranks) for ranks in form.operand_ranks)
+
+
+def _operand_names(schedule: Schedule) -> tuple[str, ...]:
+    form = schedule.form
+    if form.operands:
+        return form.operands
+    return ("A", "B") if form.kind == "sddmm" else (schedule.vector,)
+
+
+def _checked_operands(
+    bound: BoundSchedule, view: TileView, operands: Sequence[Any]
+) -> list[FloatArray]:
+    """The dense inputs as float64 arrays, SpMM's ``B`` oriented ``[K, N]``; a wrong count or
+    shape is one ValidationError naming the operand."""
+    schedule = bound.schedule
+    form = schedule.form
+    names = _operand_names(schedule)
+    if len(operands) != len(names):
+        raise ValidationError(
+            f"the {form.kind} form takes {len(names)} dense operand(s) ({', '.join(names)}), "
+            f"got {len(operands)}"
+        )
+    if form.kind == "spmv":  # as before the dense forms: any vector with enough entries
+        return [np.asarray(operands[0], dtype=np.float64).ravel()]
+    wanted = operand_shapes(schedule, view.rows, view.cols, bound.dense_size)
+    out = []
+    for name, value, shape in zip(names, operands, wanted, strict=True):
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.shape != shape:
+            raise ValidationError(
+                f"dense operand {name} has shape {arr.shape}, this binding needs {shape} "
+                f"(the dense rank has size {bound.dense_size}: bind with dense_size= to change "
+                "it)"
+            )
+        out.append(arr)
+    dense = form.dense
+    if form.kind == "spmm" and dense and form.operand_ranks and form.operand_ranks[0][0] == (
+        dense.name
+    ):
+        out[0] = out[0].T  # declared [N, K]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Owners
+# --------------------------------------------------------------------------------------------
+
+
+def atom_owners(bound: BoundSchedule, tile_ptr: npt.ArrayLike) -> IntArray:
+    """The schedule's own owner of every atom (worker * G + lane), as for SpMV."""
+    ptr = np.asarray(tile_ptr, dtype=np.int64)
+    return schedule_definition(bound.kind).owners(bound, ptr)
+
+
+def dense_owners(bound: BoundSchedule, atom_owner: npt.ArrayLike) -> IntArray:
+    """The thread of every (atom, dense index): ``((o // G) * DS + n % DS) * G + o % G``,
+    shape (atoms, D) (module docstring)."""
+    o = np.asarray(atom_owner, dtype=np.int64)[:, None]
+    g, ds = bound.group_size, bound.dense_space
+    slot = np.arange(bound.dense_size, dtype=np.int64)[None, :] % ds
+    return ((o // g) * ds + slot) * g + o % g
+
+
+def owners(bound: BoundSchedule, tile_ptr: npt.ArrayLike) -> IntArray:
+    """The owning global thread id of every atom (SpMV), or of every (atom, dense index) as an
+    (atoms, D) array (the dense forms), per the schedule's rules."""
+    atom = atom_owners(bound, tile_ptr)
+    if bound.schedule.form.dense is None:
+        return atom
+    return dense_owners(bound, atom)
+
+
+def _atom_owner_of(bound: BoundSchedule, owner: IntArray) -> IntArray:
+    """The schedule's own owner of every atom from :func:`owners`' array (either shape)."""
+    if owner.ndim == 1:
+        return owner
+    if owner.shape[1] == 0:
+        return np.zeros(owner.shape[0], dtype=np.int64)
+    t = owner[:, 0]
+    g, ds = bound.group_size, bound.dense_space
+    return (t // g // ds) * g + t % g
+
+
+# --------------------------------------------------------------------------------------------
+# Simulation
+# --------------------------------------------------------------------------------------------
+
+
+def simulate(bound: BoundSchedule, A: object, *operands: npt.ArrayLike) -> SimResult:
+    """Run ``bound`` on matrix ``A`` (scipy.sparse or anything matrix.as_csr takes; as the spec
+    declares it) and its dense operands (``schedule.form.operands``, in that order: SpMV's
+    ``x``, SpMM's ``B``, SDDMM's ``A`` and ``B``) in the schedule's layout. ``owner`` is
+    indexed by the layout's atoms in storage order."""
+    view = tile_view(bound.schedule.layout, sparse_operand(bound.schedule, A))
+    return simulate_view(bound, view, *operands)
+
+
+def simulate_view(bound: BoundSchedule, view: TileView, *operands: npt.ArrayLike) -> SimResult:
+    """:func:`simulate` on an already built tile view (of the matrix the layout holds)."""
+    form = bound.schedule.form
+    dense = _checked_operands(bound, view, operands)
+    atom_owner = atom_owners(bound, view.tile_ptr)
+    owner = atom_owner if form.dense is None else dense_owners(bound, atom_owner)
+    y = _values(form.kind, view, dense)
+    stats = load_balance(bound, view.tile_ptr, atom_owner, scatter=view.scatter)
     return SimResult(y=y, owner=owner, stats=stats, bound=bound)
+
+
+def _values(kind: str, view: TileView, dense: list[FloatArray]) -> FloatArray:
+    entries = view.entries
+    if kind == "spmv":
+        products = entries.val * dense[0][entries.col]
+        return np.bincount(entries.row, weights=products, minlength=view.rows).astype(np.float64)
+    if kind == "spmm":
+        matrix = sp.csr_matrix(
+            (entries.val, (entries.row, entries.col)), shape=(view.rows, view.cols)
+        )
+        return np.asarray(matrix @ dense[0], dtype=np.float64)
+    # SDDMM: each entry's value times the row of U and the column of V it samples
+    u, v = dense
+    sampled = np.zeros(len(entries.atom), dtype=np.float64)
+    for lo in range(0, len(entries.atom), SDDMM_CHUNK):
+        hi = lo + SDDMM_CHUNK
+        rows, cols = entries.row[lo:hi], entries.col[lo:hi]
+        sampled[lo:hi] = np.einsum("ek,ke->e", u[rows], v[:, cols])
+    return np.bincount(
+        entries.atom, weights=entries.val * sampled, minlength=view.num_atoms
+    ).astype(np.float64)
 
 
 def load_balance(
@@ -96,38 +283,69 @@ def load_balance(
     *,
     scatter: bool = False,
 ) -> LoadBalance:
-    """Atoms per thread; split tiles and atomics (a scattering layout makes every update one)."""
-    threads = bound.workers * bound.group_size
-    nnz = len(owner)
+    """Atoms per thread; split tiles and atomics (a scattering layout makes every update one).
+
+    ``owner`` is :func:`owners`' array (or the schedule's own owner of every atom). For the
+    dense forms a thread's count is its (atom, dense index) pairs, derived from the atoms'
+    owners without building a thread array: slot ``s`` of a worker's ``DS`` handles the
+    ``D // DS`` (one more for ``s < D % DS``) indices ``n`` with ``n % DS == s``."""
+    atom_owner = _atom_owner_of(bound, np.asarray(owner, dtype=np.int64))
+    form = bound.schedule.form
+    base = bound.workers * bound.group_size  # the schedule's own threads
+    nnz = len(atom_owner)
     if nnz:
-        counts = np.bincount(owner, minlength=threads)
+        counts = np.bincount(atom_owner, minlength=base)
         max_atoms = int(counts.max())
-        idle = int(np.count_nonzero(counts == 0)) if len(counts) == threads else threads
+        idle = int(np.count_nonzero(counts == 0)) if len(counts) == base else base
     else:
-        max_atoms, idle = 0, threads
-    if scatter:
+        max_atoms, idle = 0, base
+    if form.kind == "sddmm":
+        split, atomics = 0, 0  # each atom's value is its own, summed by one thread
+    elif scatter:
         split, atomics = 0, nnz
     else:
-        cost = schedule_definition(bound.kind).split_cost(bound, tile_ptr, owner)
+        cost = schedule_definition(bound.kind).split_cost(bound, tile_ptr, atom_owner)
         split, atomics = cost.split_tiles, cost.atomics
+    if form.dense is None:
+        return LoadBalance(base, max_atoms, nnz / base if base else 0.0, split, atomics, idle)
+    d, ds = bound.dense_size, bound.dense_space
+    per_slot, extra = divmod(d, ds)
+    busy_slots = ds if per_slot else extra  # slots with at least one index of the rank
+    threads = base * ds
     return LoadBalance(
         threads=threads,
-        max_atoms=max_atoms,
-        mean_atoms=nnz / threads if threads else 0.0,
+        max_atoms=max_atoms * (per_slot + (1 if extra else 0)),
+        mean_atoms=nnz * d / threads if threads else 0.0,
         split_rows=split,
-        atomics=atomics,
-        idle_threads=idle,
+        atomics=atomics * (1 if form.kind == "sddmm" else d),
+        idle_threads=(ds - busy_slots) * base + busy_slots * idle,
+        dense_size=d,
     )
 
 
 def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     """Global thread id bound to a reference space stamp ``[(pos, coord), ...]`` (the spec's
-    space order): tile levels by coordinate, lanes and chunks by position."""
-    ranks = [r for r in bound.schedule.ranks if r.space_index is not None]
-    names = [r.name for r in sorted(ranks, key=lambda r: r.space_index or 0)]
+    space order): tile levels by coordinate, lanes and chunks by position. A dense space rank
+    (``N``, or ``N0`` of a split ``N``) names the slot ``coord mod DS`` of the worker's
+    threads: thread ``((o // G) * DS + slot) * G + o % G``."""
+    ranks = sorted(
+        (r for r in bound.schedule.ranks if r.space_index is not None),
+        key=lambda r: r.space_index or 0,
+    )
+    names = [r.name for r in ranks]
     if len(space) != len(names):
         raise ValidationError(
             f"space stamp {tuple(space)} has {len(space)} entries, the spec's space has "
             f"{len(names)} ({', '.join(names)})"
         )
-    return schedule_definition(bound.kind).thread_of_stamp(bound, names, space)
+    dense = [i for i, r in enumerate(ranks) if r.level is GpuLevel.DENSE]
+    definition = schedule_definition(bound.kind)
+    if not dense:
+        return definition.thread_of_stamp(bound, names, space)
+    i = dense[0]
+    _, coord = space[i]
+    rest = [name for j, name in enumerate(names) if j != i]
+    own = definition.thread_of_stamp(bound, rest, [p for j, p in enumerate(space) if j != i])
+    g, ds = bound.group_size, bound.dense_space
+    slot = int(coord[0] if isinstance(coord, tuple) else coord) % ds
+    return ((own // g) * ds + slot) * g + own % g
