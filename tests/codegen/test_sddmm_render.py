@@ -350,9 +350,11 @@ def _check_owners(schedule: Schedule, params: dict[str, int], A: sp.csr_matrix) 
     view = tile_view(schedule.layout, A)
     bound = bind(schedule, view.shape, None, params)
     owner, row = emulated_owners(bound, view.tile_ptr)
-    sim = simulate(bound, A, np.zeros(A.shape[1]))
+    d = bound.dense_size
+    sim = simulate(bound, A, np.zeros((A.shape[0], d)), np.zeros((d, A.shape[1])))
     assert (owner >= 0).all(), "an atom no thread visits"
-    np.testing.assert_array_equal(owner, sim.owner)
+    # every (atom, k) of an atom has the atom's owner (SDDMM's K is never in space)
+    np.testing.assert_array_equal(sim.owner, np.repeat(owner[:, None], d, axis=1))
     np.testing.assert_array_equal(row, view.entries.row)
     assert owner.max(initial=-1) < bound.threads
 
@@ -424,8 +426,9 @@ def _run_kernel(
     e = view.entries
     dots = np.einsum("ak,ka->a", U[e.row].astype(np.float64), V[:, e.col].astype(np.float64))
     expected = e.val.astype(value).astype(np.float64) * dots
-    sim = simulate(bound, A, np.zeros(cols))
-    return result.y, result.owner.reshape(nnz, K), expected, sim.owner
+    d = bound.dense_size
+    sim = simulate(bound, A, np.zeros((A.shape[0], d)), np.zeros((d, cols)))
+    return result.y, result.owner.reshape(nnz, K), expected, sim.owner[:, 0]
 
 
 @pytest.fixture(scope="module")
