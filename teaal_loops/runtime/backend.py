@@ -290,9 +290,9 @@ def zero_async(cupy: Any, array: Any) -> None:
         array.fill(0)
 
 
-# Outputs zeroed in batches (OutputVectors): at most this many bytes a batch, at most this
-# many outputs a batch, and only where a batch holds at least MIN_BATCH outputs; each output
-# starts on a boundary of CuPy's own allocation unit, as a fresh array would.
+# Outputs in batches (OutputVectors): at most this many bytes a batch, at most this many
+# outputs a batch, and only where a batch holds at least MIN_BATCH outputs; each output starts
+# on a boundary of CuPy's own allocation unit, as a fresh array would.
 BATCH_BYTES = 1 << 20
 MAX_BATCH = 64
 MIN_BATCH = 4
@@ -302,18 +302,19 @@ ALIGNMENT = 512
 class OutputVectors:
     """New output vectors of one length and dtype, zeroed or not (``new(stream, pointer)``).
 
-    An accumulating schedule adds into its output, so the output must be zero first, and one
-    ``cudaMemsetAsync`` costs the host about what the launch itself does (4.6 us against
-    4.5 us on an H100 machine, BENCHMARKS.md). Small zeroed outputs therefore come in batches:
-    one allocation and one memset make up to :data:`MAX_BATCH` outputs, which are handed out
-    one at a time, each exactly once (an output given to a caller is never given again), on
-    the device and the very stream object the batch was zeroed on (stream order then puts
-    the memset before every kernel that adds into them; the stream is held by weak
-    reference, so a new stream that reuses a dead one's handle gets a batch of its own). On a
-    stream that is capturing a CUDA graph an output is allocated and zeroed alone, so that
-    the graph zeroes it at every replay. The price: a batch's memory (at most
-    :data:`BATCH_BYTES`) lives as long as any output cut from it. Outputs that need no
-    zeroing are plain allocations from CuPy's pool.
+    On an H100 machine one ``cudaMemsetAsync`` costs the host about what a launch does
+    (4.6 us against 4.5 us) and an allocation from CuPy's pool 1.3 us (BENCHMARKS.md), while
+    an array around memory already allocated costs about 2.4 us. Small outputs therefore come
+    in batches: one allocation (and, for an accumulating schedule, one memset) make up to
+    :data:`MAX_BATCH` outputs, which are handed out one at a time, each exactly once (an
+    output given to a caller is never given again), on the device and the very stream object
+    that the batch was allocated on (so CuPy's pool, which orders reuse by stream, and the
+    memset both come before every kernel that writes them; the stream is held by weak
+    reference, so a new stream that reuses a dead one's handle gets a batch of its own).
+    On a stream that is capturing a CUDA graph, a zeroed output is allocated and zeroed
+    alone, so that the graph zeroes it at every replay. The price: a batch's memory (at most
+    :data:`BATCH_BYTES`) lives as long as any output cut from it. Larger outputs are plain
+    allocations from CuPy's pool (and memsets).
     """
 
     def __init__(self, cupy: Any, n: int, dtype: Any, *, zeroed: bool) -> None:
@@ -331,7 +332,7 @@ class OutputVectors:
         self._zeroed = zeroed
         self._slot = -(-self._nbytes // ALIGNMENT) * ALIGNMENT
         count = min(MAX_BATCH, BATCH_BYTES // self._slot) if self._slot else 0
-        self._count = count if zeroed and count >= MIN_BATCH else 0
+        self._count = count if count >= MIN_BATCH else 0
         # (device, weak reference to the stream, the batch's memory, an iterator over the
         # offsets not handed out yet)
         self._batch: tuple[int, Any, Any, Any] | None = None
@@ -339,18 +340,17 @@ class OutputVectors:
     def new(self, stream: Any, pointer: int) -> Any:
         """A new output on ``stream``, CuPy's current stream, whose raw pointer the caller
         read (``pointer``): zero where this factory zeroes, undefined otherwise."""
-        if not self._zeroed:
-            return self._ndarray(self._shape, self._dtype)
-        if self._count and not self._in_capture(pointer):
+        if self._count and not (self._zeroed and self._in_capture(pointer)):
             batch = self._batch
             if batch is not None and batch[1]() is stream and batch[0] == self._device():
                 offset = next(batch[3], None)  # atomic under the GIL: each offset once
-                if offset is not None:
+                if offset is not None:  # (memptr positional: a keyword costs 0.7 us)
                     return self._ndarray(self._shape, self._dtype,
-                                         memptr=self._pointer(batch[2], offset))
+                                         self._pointer(batch[2], offset))
             return self._new_batch(stream, pointer)
         out = self._ndarray(self._shape, self._dtype)
-        self._memset(out.data.ptr, 0, self._nbytes, pointer)
+        if self._zeroed:
+            self._memset(out.data.ptr, 0, self._nbytes, pointer)
         return out
 
     def _in_capture(self, pointer: int) -> bool:
@@ -366,10 +366,11 @@ class OutputVectors:
     def _new_batch(self, stream: Any, pointer: int) -> Any:
         size = self._slot * self._count
         memory = self._alloc(size)
-        self._memset(memory.ptr, 0, size, pointer)
+        if self._zeroed:
+            self._memset(memory.ptr, 0, size, pointer)
         offsets = iter(range(self._slot, size, self._slot))
         self._batch = (self._device(), weakref.ref(stream), memory.mem, offsets)
-        return self._ndarray(self._shape, self._dtype, memptr=memory)
+        return self._ndarray(self._shape, self._dtype, memory)
 
 
 class VectorCall:

@@ -104,12 +104,31 @@ def test_zeroed_outputs_come_in_batches_of_one_alloc_and_one_memset() -> None:
     assert nxt.data.ptr not in pointers
 
 
-def test_outputs_that_need_no_zeroing_are_plain_allocations() -> None:
+def test_outputs_that_need_no_zeroing_come_in_batches_without_a_memset() -> None:
     cp = FakeCupy()
     out = _outputs(cp, zeroed=False)
     ys = [out.new(cp.stream, 0) for _ in range(3)]
-    assert cp.log == [("alloc", 8000)] * 3
-    assert len({y.data.ptr for y in ys}) == 3
+    assert cp.log == [("alloc", 8192 * 64)]
+    assert [y.data.ptr - ys[0].data.ptr for y in ys] == [0, 8192, 16384]
+
+
+def test_outputs_that_need_no_zeroing_keep_their_batch_inside_a_capture() -> None:
+    """Nothing of the batch is a stream operation then: the graph only writes the output."""
+    cp = FakeCupy()
+    out = _outputs(cp, zeroed=False)
+    stream = Stream(0x30)
+    first = out.new(stream, 0x30)
+    cp.capturing.add(0x30)
+    inside = out.new(stream, 0x30)
+    assert cp.log == [("alloc", 8192 * 64)]  # no capture query, no allocation, no memset
+    assert inside.data.ptr == first.data.ptr + 8192
+
+
+def test_large_outputs_are_plain_allocations() -> None:
+    cp = FakeCupy()
+    n = backend.BATCH_BYTES // 4 // (backend.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
+    _outputs(cp, n, zeroed=False).new(cp.stream, 0)
+    assert cp.log == [("alloc", 4 * n)]
 
 
 def test_large_outputs_are_zeroed_one_by_one() -> None:
