@@ -23,6 +23,14 @@ Two ways to time a callable ``op(i)`` (``i`` = repetition, used to rotate inputs
     slower than the GPU this is the host overhead of one call (what cuSPARSE through CuPy, the
     convenient call and the lean launch each cost the caller); otherwise the device time.
 
+``host``  ("host")
+    The host's own time per call, with the GPU never setting the pace: a spin kernel occupies
+    the GPU, the host issues a batch of calls (far fewer than the driver's launch queue holds,
+    so no call waits for the GPU) and times the issuing, then synchronises; the median over
+    several batches, in microseconds a call (``Timer.host_issue``). A batch whose issuing
+    outlasted the spin is retried behind a longer spin; a call that synchronises inside
+    ``op`` cannot be measured so and is reported as not queued.
+
 ``before(i)`` runs outside the timed interval (e.g. to poison an output), ``op(i)`` inside.
 ``per_call`` and ``queued`` return per-repetition milliseconds (callers report the median);
 ``loop`` returns the mean milliseconds per call.
@@ -48,6 +56,10 @@ extern "C" __global__ void teaal_bench_spin(unsigned long long ns) {
 }
 """
 MAX_SPIN_MS = 2000.0
+# ``host``: calls a batch (well below the launch queue's depth, about a thousand launches,
+# also when each call is two operations) and batches a measurement
+HOST_BATCH = 200
+HOST_BATCHES = 9
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,19 @@ class Samples:
             "max_ms": ms[-1] if ms else None,
             "reps": self.reps,
         }
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """Host microseconds a call, one value per batch issued behind a spin (``host``)."""
+
+    us: tuple[float, ...]
+    queued: bool  # every batch finished issuing before its spin ended
+    calls: int  # calls a batch
+
+    @property
+    def median_us(self) -> float:
+        return float(statistics.median(self.us)) if self.us else float("nan")
 
 
 class Timer:
@@ -153,6 +178,41 @@ class Timer:
             op(i)
         self.cp.cuda.Device().synchronize()
         return (time.perf_counter() - t0) * 1e3 / max(calls, 1)
+
+    def host_issue(
+        self,
+        op: Callable[[int], Any],
+        calls: int = HOST_BATCH,
+        batches: int = HOST_BATCHES,
+        *,
+        warmup: int = 20,
+        spin_ms: float = 0.0,
+    ) -> HostCost:
+        """The host's microseconds a call of ``op``, issued in ``batches`` batches of ``calls``
+        behind a spin kernel (module docstring, ``host``); the GPU runs nothing of a batch
+        until the host has issued all of it."""
+        stream = self.cp.cuda.get_current_stream()
+        for i in range(warmup):
+            op(i)
+        spin = spin_ms or max(2.0, 0.2 * calls)  # 200 us a call: ample for Python-level calls
+        us: list[float] = []
+        queued = True
+        for _ in range(batches):
+            for _attempt in range(3):
+                stream.synchronize()
+                self.spin(spin)
+                t0 = time.perf_counter()
+                for i in range(calls):
+                    op(i)
+                host_ms = (time.perf_counter() - t0) * 1e3
+                stream.synchronize()
+                if host_ms < 0.9 * spin or spin >= MAX_SPIN_MS:
+                    break
+                spin = min(MAX_SPIN_MS, 2.0 * host_ms + 1.0)
+            queued = queued and host_ms < 0.9 * spin
+            us.append(host_ms * 1e3 / calls)
+            spin = max(2.0, min(spin, 3.0 * host_ms + 1.0))  # a third of the spin is enough
+        return HostCost(tuple(us), queued, calls)
 
     def probe(self, op: Callable[[int], Any]) -> float:
         """Milliseconds of one call, synchronised (to decide how often to repeat a slow one)."""

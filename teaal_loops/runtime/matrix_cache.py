@@ -37,6 +37,7 @@ anew and refreshes the entry). Kinds of matrices that hold their content in Pyth
 from __future__ import annotations
 
 import contextlib
+import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -67,13 +68,18 @@ def _classify(A: Any) -> tuple[str, ...] | None:
     return None
 
 
-def content_arrays(A: Any) -> tuple[Any, ...] | None:
-    """The arrays holding ``A``'s content (see the module docstring), or None when ``A`` is a
-    kind of matrix the cache does not handle."""
+def _names(A: Any) -> Any:
     kind = type(A)
     names = _NAMES.get(kind, _UNKNOWN)
     if names is _UNKNOWN:
         names = _NAMES[kind] = _classify(A)
+    return names
+
+
+def content_arrays(A: Any) -> tuple[Any, ...] | None:
+    """The arrays holding ``A``'s content (see the module docstring), or None when ``A`` is a
+    kind of matrix the cache does not handle."""
+    names = _names(A)
     if names is None:
         return None
     if names is _DENSE:
@@ -81,49 +87,56 @@ def content_arrays(A: Any) -> tuple[Any, ...] | None:
     return tuple(getattr(A, n) for n in names)
 
 
-def _pointer(array: Any) -> int:
-    """A CuPy array's device pointer; 0 for NumPy arrays, whose ``data`` is a memoryview (their
-    buffer cannot move while the array lives, and reading its address costs a microsecond)."""
-    data = array.data
-    return 0 if type(data) is memoryview else int(data.ptr)
+def _on_device(array: Any) -> bool:
+    """True for a CuPy array (its ``data`` has a device pointer that the fingerprint reads);
+    a NumPy array's ``data`` is a memoryview (its buffer cannot move while the array lives,
+    and reading its address costs a microsecond)."""
+    return type(array.data) is not memoryview
 
 
-def signature(A: Any, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The plain values of the fingerprint: the matrix's type and shape, and every content
-    array's device pointer, shape, strides and dtype."""
-    parts: list[Any] = [type(A), tuple(A.shape)]
-    for a in arrays:
-        parts += (_pointer(a), a.shape, a.strides, a.dtype)
-    return tuple(parts)
-
-
-def _unchanged(refs: tuple[weakref.ref[Any], ...], sig: tuple[Any, ...], A: Any) -> bool:
-    """True when ``A``'s content arrays are the very objects ``refs`` point to and the
-    fingerprint's plain values ``sig`` still hold (a loop, not a generator: this is the hot
-    path of ``kernel(A, x)``)."""
-    arrays = content_arrays(A)
-    if arrays is None or len(arrays) != len(refs):
-        return False
-    for ref, array in zip(refs, arrays, strict=True):
-        if ref() is not array:
-            return False
-    return signature(A, arrays) == sig
+def _plain_fields(names: tuple[str, ...], arrays: tuple[Any, ...]) -> list[str]:
+    """The attribute paths, from the matrix, of the fingerprint's plain values: its shape,
+    and each content array's device pointer (CuPy only), shape, strides and dtype."""
+    fields = ["shape"]
+    for name, array in zip(names, arrays, strict=True):
+        prefix = f"{name}." if name else ""
+        fields += [f"{prefix}data.ptr"] if _on_device(array) else []
+        fields += [f"{prefix}shape", f"{prefix}strides", f"{prefix}dtype"]
+    return fields
 
 
 class _Entry(Generic[V]):
-    __slots__ = ("ref", "array_refs", "signature", "value")
+    """One remembered matrix. The getters are built once, at store time, for the matrix's
+    type and its arrays' kinds (the identity check keeps both fixed while the entry holds):
+    a lookup is two C-level attribute sweeps and two comparisons."""
 
-    def __init__(
-        self,
-        ref: weakref.ref[Any],
-        array_refs: tuple[weakref.ref[Any], ...],
-        sig: tuple[Any, ...],
-        value: V,
-    ) -> None:
+    __slots__ = ("ref", "kind", "arrays_of", "array_refs", "plain_of", "signature", "value")
+
+    def __init__(self, A: Any, ref: weakref.ref[Any], names: tuple[str, ...],
+                 arrays: tuple[Any, ...], value: V) -> None:
         self.ref = ref
-        self.array_refs = array_refs
-        self.signature = sig
+        self.kind = type(A)
+        self.arrays_of: Callable[[Any], tuple[Any, ...]] = (
+            _itself if names is _DENSE else operator.attrgetter(*names))
+        self.array_refs = tuple(weakref.ref(a) for a in arrays)  # TypeError: not cached
+        getter = operator.attrgetter(*_plain_fields(names, arrays))
+        self.plain_of: Callable[[Any], tuple[Any, ...]] = getter
+        self.signature = getter(A)
         self.value = value
+
+    def matches(self, A: Any) -> bool:
+        """True when ``A`` (the entry's own matrix: the caller checked) still holds the very
+        same arrays and its fingerprint's plain values are unchanged."""
+        if type(A) is not self.kind:
+            return False
+        for ref, array in zip(self.array_refs, self.arrays_of(A), strict=True):
+            if ref() is not array:
+                return False
+        return bool(self.plain_of(A) == self.signature)
+
+
+def _itself(A: Any) -> tuple[Any, ...]:
+    return (A,)
 
 
 class MatrixCache(Generic[V]):
@@ -150,26 +163,28 @@ class MatrixCache(Generic[V]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if entry.ref() is A and _unchanged(entry.array_refs, entry.signature, A):
+        if entry.ref() is A and entry.matches(A):
             if len(self._entries) > 1:
-                with contextlib.suppress(KeyError):  # dropped meanwhile by another thread
+                try:  # not contextlib.suppress: a context manager costs a lookup 0.4 us
                     self._entries.move_to_end(key)
+                except KeyError:  # dropped meanwhile by another thread
+                    pass
             return entry.value
         self._drop(key, entry)
         return None
 
     def store(self, A: Any, value: V) -> bool:
         """Remember ``value`` for ``A``; False (nothing stored) where ``A`` cannot be cached."""
-        arrays = content_arrays(A)
-        if arrays is None:
+        names = _names(A)
+        if names is None:
             return False
+        arrays = (A,) if names is _DENSE else tuple(getattr(A, n) for n in names)
         key = id(A)
         try:
-            ref = weakref.ref(A, self._on_death(key))
-            array_refs = tuple(weakref.ref(a) for a in arrays)
+            entry = _Entry(A, weakref.ref(A, self._on_death(key)), names, arrays, value)
         except TypeError:  # takes no weak reference: never cached
             return False
-        self._entries[key] = _Entry(ref, array_refs, signature(A, arrays), value)
+        self._entries[key] = entry
         with contextlib.suppress(KeyError):
             self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:

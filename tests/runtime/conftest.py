@@ -189,6 +189,9 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGpu]:
     )
     monkeypatch.setattr(backend, "raw_launch", lambda *a, **k: None)
     monkeypatch.setattr(Kernel, "launch", launch)
+    # the one-step call (backend.VectorCall, tested on its own) launches through the raw
+    # launcher, which the fake replaces by Kernel.launch: calls take the general path here
+    monkeypatch.setattr(Kernel, "_vector_call", lambda self, prepared: False, raising=False)
     linalg = types.ModuleType("cupyx.scipy.sparse.linalg")
     linalg.LinearOperator = spla.LinearOperator  # type: ignore[attr-defined]
     linalg.cg = spla.cg  # type: ignore[attr-defined]

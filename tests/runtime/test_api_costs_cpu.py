@@ -63,23 +63,27 @@ def test_per_call_counts_calls_and_synchronises() -> None:
     assert 0 < out["issue_us"] <= out["wall_us"]
 
 
+def _timing(host_us: float, loop_us: float = 1.0) -> dict[str, Any]:
+    return {"host_us": host_us, "wall_us": loop_us}
+
+
 def _report(prepared_us: float, matrix_us: float, cg_speedup: float) -> dict[str, Any]:
-    timing = {"wall_us": 1.0, "issue_us": 1.0}
-    kernel = {m: dict(timing) for m in ("launch", "launch_into", "call_scipy_matrix",
-                                        "graph_replay")}
-    kernel.update(call_prepared={"wall_us": prepared_us, "issue_us": 1.0},
-                  call_cupyx_matrix={"wall_us": matrix_us, "issue_us": 1.0}, device_us=3.0)
+    kernel: dict[str, Any] = {m: _timing(1.0) for m in ("launch", "launch_into",
+                                                         "call_scipy_matrix", "graph_replay")}
+    # the loop column is never judged: make it contradict the host column
+    kernel.update(call_prepared=_timing(prepared_us, loop_us=50.0),
+                  call_cupyx_matrix=_timing(matrix_us, loop_us=1.0), device_us=3.0)
     cg = [{"dtype": d, "rows": 10, "operator": "auto (x)", "key": "auto",
            "wall_us_per_iter": 1.0, "device_us_per_iter": 1.0,
            "speedup_over_cupyx": cg_speedup, "ok": True} for d in ("float64", "float32")]
     return {"device": "fake", "quick": True, "cg": cg, "pagerank": [], "host": {
         "kernels": {"merge_path": kernel},
-        "cupyx": {"call": timing, "device_us": 2.0},
-        "auto": {"choice": "x", "auto_call": {"wall_us": 12.0}, "chosen_call": {"wall_us": 10.0},
-                 "chosen_call_prepared": {"wall_us": 9.0}}}}
+        "cupyx": {"call": _timing(2.0), "device_us": 2.0},
+        "auto": {"choice": "x", "auto_call": _timing(12.0, loop_us=99.0),
+                 "chosen_call": _timing(10.0), "chosen_call_prepared": _timing(9.0)}}}
 
 
-def test_targets_are_judged_as_stated() -> None:
+def test_targets_are_judged_on_the_host_column() -> None:
     good = _report(prepared_us=9.0, matrix_us=12.0, cg_speedup=1.3)
     assert all(t["met"] for t in api_costs.judge(good))
     bad = _report(prepared_us=11.0, matrix_us=20.0, cg_speedup=0.9)
@@ -93,8 +97,21 @@ def test_targets_are_judged_as_stated() -> None:
     }
     good["targets"] = api_costs.judge(good)
     table = api_costs.markdown(good)
-    assert "| merge_path | 1.0 | 1.0 | 9.0 | 12.0 | 1.0 | 1.0 | 3.0 |" in table
+    assert "| merge_path | 1.0 / 1.0 | 1.0 / 1.0 | 9.0 / 50.0 | 12.0 / 1.0 | 1.0 / 1.0 | " \
+        "1.0 / 1.0 | 3.0 |" in table
     assert "| prepared call, host us (worst schedule) | 9.00 | <= 10.0 | True |" in table
+
+
+def test_targets_not_measured_say_so() -> None:
+    report = _report(prepared_us=9.0, matrix_us=12.0, cg_speedup=1.3)
+    report["cg"] = []  # --host-only
+    report["targets"] = api_costs.judge(report)
+    met = {t["target"]: t["met"] for t in report["targets"]}
+    assert met["CG iteration, cupyx / ours, float64 (auto)"] is None
+    assert met["prepared call, host us (worst schedule)"] is True
+    table = api_costs.markdown(report)
+    assert "| CG iteration, cupyx / ours, float32 (auto) | nan | > 1.0 | not measured |" in table
+    assert "| CG |" not in table
 
 
 def test_a_cg_run_is_ok_only_when_it_ran_every_iteration_and_agrees() -> None:
@@ -115,29 +132,49 @@ def test_without_a_gpu_it_says_so_in_one_line(
     assert len(err.splitlines()) == 1 and ("CuPy is not importable" in err or "CUDA device" in err)
 
 
+class FakeTimer:
+    """bench's event Timer needs CUDA events and a spin kernel: this one calls ``op`` as the
+    real one would and reports fixed times."""
+
+    def __init__(self, cupy: object) -> None:
+        self.host_calls = 0
+
+    def queued(self, op, reps, *, before=None):  # type: ignore[no-untyped-def]
+        for i in range(reps):
+            if before is not None:
+                before(i)
+            op(i)
+        return types.SimpleNamespace(median=0.001)
+
+    def host_issue(self, op, calls=200, batches=9):  # type: ignore[no-untyped-def]
+        for i in range(calls * batches):
+            op(i)
+        self.host_calls += 1
+        return types.SimpleNamespace(median_us=2.0, queued=True, us=(2.0,) * batches)
+
+
+@pytest.mark.parametrize("host_only", [False, True])
 def test_the_whole_run_on_the_fake_gpu(fake_gpu: FakeGpu, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    class FakeTimer:  # bench's event Timer needs CUDA events and a spin kernel
-        def __init__(self, cupy: object) -> None:
-            pass
-
-        def queued(self, op, reps, *, before=None):  # type: ignore[no-untyped-def]
-            for i in range(reps):
-                if before is not None:
-                    before(i)
-                op(i)
-            return types.SimpleNamespace(median=0.001)
-
+                                       monkeypatch: pytest.MonkeyPatch, host_only: bool) -> None:
     monkeypatch.setattr(api_costs, "Timer", FakeTimer)
     out = tmp_path / "r.json"
-    report = api_costs.measure(out, quick=True)
+    report = api_costs.measure(out, quick=True, host_only=host_only)
     assert json.loads(out.read_text())["targets"] == json.loads(json.dumps(report["targets"]))
     assert report["correct"], "the fake computes exact products: every check must pass"
     assert set(report["host"]["kernels"]) == set(api_costs.SCHEDULES)
+    for row in report["host"]["kernels"].values():
+        for call in api_costs.CALLS:
+            assert row[call]["host_us"] == 2.0 and row[call]["host_queued"]
+            assert row[call]["wall_us"] > 0
+    printed = capsys.readouterr().out
+    assert "| target | value | limit | met |" in printed
+    if host_only:
+        assert report["cg"] == [] and report["pagerank"] == []
+        assert "not measured" in printed
+        return
     cg = report["cg"]
     assert {r["dtype"] for r in cg} == {"float64", "float32"}
     assert all(r["iterations"] == r["maxiter"] == 50 for r in cg)
     assert {r.get("key") for r in cg} == {None, "auto", "thread_mapped", "merge_path"}
     assert [r["dtype"] for r in report["pagerank"]] == ["float64", "float32"]
-    assert "| target | value | limit | met |" in capsys.readouterr().out

@@ -137,3 +137,83 @@ def test_a_second_prepare_calls_no_jinja(fake_gpu: FakeGpu, monkeypatch: pytest.
     other = pipeline.compile(SPECS / "merge_path.yaml", dtype="float32")
     other.prepare(sp.random(50, 50, density=0.1, format="csr", random_state=1))
     assert len(rendered) == 1, "the counter missed a render: the test proves nothing"
+
+
+def _launcher(launch_kernel: Any, streams: list[Any]) -> backend.RawLaunch:
+    function = types.SimpleNamespace(ptr=0xF00)
+    return backend.RawLaunch(function, 7, 128, [np.int32(5)], 3, launch_kernel,
+                             lambda: streams[-1])
+
+
+def _slots(params_address: int, first: int, count: int) -> list[int | None]:
+    params = ctypes.cast(params_address, ctypes.POINTER(ctypes.c_void_p))
+    return [ctypes.c_void_p.from_address(params[i]).value for i in range(first, first + count)]
+
+
+def test_a_launch_running_beside_another_fills_its_own_argument_array() -> None:
+    """The driver reads the argument array while it holds no GIL: a second thread launching
+    meanwhile must not rewrite the first launch's pointers (simulated by launching from
+    inside the first launch's driver call)."""
+    streams = [types.SimpleNamespace(ptr=0)]
+    seen: list[list[int | None]] = []
+    raw: backend.RawLaunch
+
+    def launch_kernel(*args: Any) -> None:
+        if len(seen) == 0:
+            seen.append([])  # reentered once: the "other thread"
+            raw(0x7, 0x8, 0x9)
+            seen.append(_slots(args[9], 1, 3))  # the outer launch's array, after the inner
+        else:
+            seen.append(_slots(args[9], 1, 3))
+
+    raw = _launcher(launch_kernel, streams)
+    raw(0x1, 0x2, 0x3)
+    assert seen[1:] == [[0x7, 0x8, 0x9], [0x1, 0x2, 0x3]]
+    assert len(raw._free) == 2  # both arrays are back for the next launches
+
+
+def test_launch_on_takes_the_callers_stream_and_refuses_a_wrong_pointer_count() -> None:
+    calls: list[tuple[Any, ...]] = []
+    raw = _launcher(lambda *args: calls.append(args), [types.SimpleNamespace(ptr=0)])
+    raw.launch_on(0x99, (0x1, 0x2, 0x3))
+    assert calls[0][8] == 0x99 and _slots(calls[0][9], 1, 3) == [0x1, 0x2, 0x3]
+    with pytest.raises(ValueError):
+        raw.launch_on(0x99, (0x1, 0x2))
+    assert len(calls) == 1 and len(raw._free) == 1
+
+
+def test_a_failing_driver_status_is_a_device_error() -> None:
+    raw = _launcher(lambda *args: 1, [types.SimpleNamespace(ptr=0)])  # CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(backend.DeviceError, match="CUDA driver error 1"):
+        raw(0x1, 0x2, 0x3)
+    assert len(raw._free) == 1
+
+
+def test_the_launch_entry_point_named_first_and_the_other_as_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    binding = object()
+    through_ctypes = object()
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        driver=types.SimpleNamespace(launchKernel=binding)))
+    monkeypatch.setattr(backend, "ctypes_launch_kernel", lambda: through_ctypes)
+    assert backend.launch_entry(cupy) is binding
+    monkeypatch.setattr(backend, "LAUNCH_ENTRY", "ctypes")
+    assert backend.launch_entry(cupy) is through_ctypes
+    monkeypatch.setattr(backend, "ctypes_launch_kernel", lambda: None)
+    assert backend.launch_entry(cupy) is binding
+    no_binding = types.SimpleNamespace(cuda=types.SimpleNamespace())
+    assert backend.launch_entry(no_binding) is None
+
+
+def test_contiguity_is_read_from_cupys_bit_where_there_is_one() -> None:
+    class WithBit:
+        _c_contiguous = False
+
+        @property
+        def flags(self) -> Any:
+            raise AssertionError("the flags object must not be built")
+
+    assert not backend.is_contiguous(WithBit())
+    assert backend.is_contiguous(np.zeros(3))
+    assert not backend.is_contiguous(np.zeros(6)[::2])

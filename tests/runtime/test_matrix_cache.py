@@ -142,3 +142,51 @@ def test_least_recently_used_is_evicted() -> None:
     assert cache.forget(a) and not cache.forget(a) and not cache.forget(b)
     with pytest.raises(ValueError):
         MatrixCache(capacity=0)
+
+
+def test_a_changed_class_is_seen() -> None:
+    class OtherCsr(sp.csr_matrix):
+        pass
+
+    cache: MatrixCache[int] = MatrixCache()
+    A = _csr()
+    cache.store(A, 1)
+    A.__class__ = OtherCsr  # same object, same arrays: the fingerprint's type differs
+    assert cache.lookup(A) is None
+
+
+def test_device_strides_and_shapes_are_seen() -> None:
+    cache: MatrixCache[int] = MatrixCache()
+    A = DeviceCsr()
+    cache.store(A, 1)
+    A.indices.strides = (16,)
+    assert cache.lookup(A) is None
+    B = DeviceCsr()
+    cache.store(B, 2)
+    B.shape = (4, 5)
+    assert cache.lookup(B) is None
+
+
+class CountingArray(np.ndarray):
+    """A NumPy array that counts reads of its buffer (``data``)."""
+
+    reads = 0
+
+    @property  # type: ignore[misc]
+    def data(self) -> memoryview:
+        CountingArray.reads += 1
+        return memoryview(np.asarray(self))
+
+
+def test_a_host_arrays_buffer_is_not_read_on_lookup() -> None:
+    """Reading a NumPy array's ``data`` builds a memoryview (a microsecond a lookup); its
+    buffer cannot move while the array lives, so only store looks at it, to learn its kind."""
+    cache: MatrixCache[int] = MatrixCache()
+    A = _csr()
+    A.data = A.data.view(CountingArray)
+    CountingArray.reads = 0
+    cache.store(A, 1)
+    stored = CountingArray.reads
+    for _ in range(5):
+        assert cache.lookup(A) == 1
+    assert CountingArray.reads == stored == 1
