@@ -68,6 +68,8 @@ class PreparedMatrix:
     _functions: dict[bool, Any] = field(default_factory=dict)
     # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
+    # backend.VectorCall: kernel(prepared, x) in one step for a plain x (False: unavailable)
+    _call: Any = None
     # dense forms: the dense rank's size -> (grid, block, dense_space, dense_time)
     _dense: dict[int, tuple[Any, ...]] = field(default_factory=dict)
 
@@ -324,6 +326,14 @@ class Kernel:
         if more or self.schedule.form.kind != "spmv":
             return self.call_dense(A, (x, *more), out=out)
         prepared = self.prepared_for(A)
+        if out is None:
+            call = prepared._call
+            if call is None:
+                call = self._vector_call(prepared)
+            if call:
+                y = call(x)  # None unless x is a contiguous CuPy vector of our dtype and size
+                if y is not None:
+                    return y
         xd = self.vector(prepared, x)
         if out is None:
             y = self.new_output(prepared)
@@ -332,6 +342,22 @@ class Kernel:
             self.zero_output(prepared, y)
         self.launch(prepared, xd, y)
         return y
+
+    def _vector_call(self, prepared: PreparedMatrix) -> Any:
+        """``prepared``'s one-step call (backend.VectorCall: outputs zeroed in batches where
+        the schedule accumulates, one launch), built once; False without a raw launcher."""
+        raw = prepared._raw.get(False)
+        if raw is None:
+            raw = self._raw_launcher(prepared, False)
+        call: Any = False
+        if raw:
+            call = backend.VectorCall(
+                self._cp(), raw if prepared.grid[0] else None, prepared.shape.rows,
+                prepared.shape.cols, self.dtype, zeroed=prepared.accumulates,
+                owner=prepared.no_owner.data.ptr,
+            )
+        prepared._call = call
+        return call
 
     # -- SpMM and SDDMM --------------------------------------------------------------------
     def call_dense(self, A: Any, operands: Any, *, out: Any = None, owner: Any = None) -> Any:
