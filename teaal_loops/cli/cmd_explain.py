@@ -21,7 +21,8 @@ from teaal_loops.lowering import (
     schedule_json,
     simulate,
 )
-from teaal_loops.lowering.simulate import operand_shape
+from teaal_loops.lowering.simulate import operand_shape, sparse_operand
+from teaal_loops.matrix.limit_model import limit_lines, limits
 from teaal_loops.pipeline.stages import load_schedule
 from teaal_loops.schedules import bind
 
@@ -63,12 +64,21 @@ def run(args: argparse.Namespace) -> int:
         rows, cols = (A.shape[1], A.shape[0]) if schedule.form.transposed else A.shape
         operands = dense_operands(bound, rows, cols, seed=0, low=0.0)
         sim = simulate(bound, A, *operands)
+    # The limit model is SpMV's (x gathers); SpMM's and SDDMM's are not modelled yet.
+    lim = None
+    if bound is not None and schedule.form.kind == "spmv":
+        lim = limits(sparse_operand(schedule, A).tocsr(), "float32",
+                     offset_bytes=bound.index_bits // 8)
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:
             out["matrix"] = {"name": name, **bound_json(bound)}
             out["load_balance"] = sim.stats.as_dict()
+        if lim is not None:
+            out["limit_model"] = {"dtype": "float32", **lim.as_dict()}
         print(json.dumps(out, indent=2, sort_keys=False))
     else:
         print(explain_text(schedule, bound, sim))
+        if lim is not None:
+            print("\n".join(limit_lines(lim)))
     return 0

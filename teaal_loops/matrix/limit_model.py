@@ -1,0 +1,129 @@
+"""A limit model of CSR SpMV on one matrix: how fast any kernel could be, and why.
+
+Two floors, each a time a kernel cannot beat:
+
+* **DRAM:** the compulsory bytes (every value and column index once, the row offsets once,
+  ``x`` and ``y`` once: :func:`compulsory_bytes`) over the measured device-to-device copy
+  bandwidth (read plus written, over time);
+* **L2:** the gathers of ``x``. Each nonzero reads ``x[col]``, a 4- or 8-byte load served by
+  L2 in 32-byte sectors. Loads of one row by the lanes of a warp that fall in the same sector
+  are one request, so a row costs at least as many sector requests as the distinct sectors its
+  columns fall in (:func:`x_gather_sectors`); those sectors over the measured L2 bandwidth is
+  the second floor. It binds on random-access matrices (uniform, R-MAT, power-law), where a
+  4-byte load brings a 32-byte sector: DRAM bytes say the kernel could be 4x faster than the
+  L2 lets it.
+
+The model's limit is the larger floor. Bench reports and ``explain`` show each kernel's (and
+cuSPARSE's) time over it: 1.0 would be a kernel at the limit. The bandwidths are measured by
+the benchmarks on the GPU (``teaal_loops.bench``); without a measurement, ``explain`` uses the
+nominal figures below and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SECTOR_BYTES = 32
+INDEX_BYTES = 4  # int32 column indices
+# The copy rate was measured on this project's H100 machines (device-to-device, read plus
+# written); the L2 figure is an assumption in the range public microbenchmarks report for the
+# H100's L2 read bandwidth (about 5.5 to 7.5 TB/s). Both are replaced by the benchmarks' own
+# measurements (teaal_loops.bench.l2_probe, the copy probe) wherever a GPU is present.
+NOMINAL_COPY_GBPS = 2937.0
+NOMINAL_L2_GBPS = 7000.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The floors of one matrix and dtype, and the bandwidths they assume."""
+
+    compulsory_bytes: int
+    sector_bytes: int  # x gathers: distinct 32-byte sectors per row, summed, times 32
+    copy_gbps: float
+    l2_gbps: float
+    measured: bool  # False: the nominal bandwidths
+
+    @property
+    def dram_us(self) -> float:
+        return self.compulsory_bytes / (self.copy_gbps * 1e3)
+
+    @property
+    def l2_us(self) -> float:
+        return self.sector_bytes / (self.l2_gbps * 1e3)
+
+    @property
+    def limit_us(self) -> float:
+        return max(self.dram_us, self.l2_us)
+
+    @property
+    def bound_by(self) -> str:
+        return "L2 (x gathers)" if self.l2_us > self.dram_us else "DRAM (compulsory bytes)"
+
+    def closeness(self, us: float) -> float:
+        """How close a kernel of ``us`` microseconds comes to the limit (1.0: at it)."""
+        return self.limit_us / us if us > 0 else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "compulsory_bytes": self.compulsory_bytes,
+            "x_sector_bytes": self.sector_bytes,
+            "copy_gbps": self.copy_gbps,
+            "l2_gbps": self.l2_gbps,
+            "bandwidths_measured": self.measured,
+            "dram_us": self.dram_us,
+            "l2_us": self.l2_us,
+            "limit_us": self.limit_us,
+            "bound_by": self.bound_by,
+        }
+
+
+def compulsory_bytes(rows: int, cols: int, nnz: int, value_bytes: int,
+                     offset_bytes: int = 4) -> int:
+    """``nnz*(value+index) + (rows+1)*offset + cols*value + rows*value``."""
+    return (nnz * (value_bytes + INDEX_BYTES) + (rows + 1) * offset_bytes
+            + cols * value_bytes + rows * value_bytes)
+
+
+def x_gather_sectors(indptr: Any, indices: Any, value_bytes: int) -> int:
+    """Distinct 32-byte sectors of ``x`` each row's columns fall in, summed over the rows."""
+    ptr = np.asarray(indptr, dtype=np.int64)
+    if len(ptr) < 2 or ptr[-1] == 0:
+        return 0
+    per_sector = SECTOR_BYTES // value_bytes
+    sector = np.asarray(indices, dtype=np.int64)[: ptr[-1]] // per_sector
+    row = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    # distinct (row, sector) pairs: sort the pairs, count changes
+    key = row * (int(sector.max()) + 1) + sector
+    key.sort()
+    return int(1 + np.count_nonzero(np.diff(key)))
+
+
+def limits(A: Any, dtype: Any = "float32", *, copy_gbps: float | None = None,
+           l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
+    """The floors of SciPy CSR matrix ``A`` (module docstring); bandwidths default to the
+    nominal figures (``measured`` False)."""
+    value = int(np.dtype(dtype).itemsize)
+    rows, cols = (int(n) for n in A.shape)
+    nnz = int(A.indptr[-1]) if rows else 0
+    measured = copy_gbps is not None and l2_gbps is not None
+    return Limits(
+        compulsory_bytes=compulsory_bytes(rows, cols, nnz, value, offset_bytes),
+        sector_bytes=x_gather_sectors(A.indptr, A.indices, value) * SECTOR_BYTES,
+        copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
+        l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
+        measured=measured,
+    )
+
+
+def limit_lines(lim: Limits) -> list[str]:
+    """``explain``'s lines for the model."""
+    source = "measured" if lim.measured else "nominal H100 figures, not measured here"
+    return [
+        f"limit:     {lim.limit_us:.1f} us (float32 SpMV), bound by {lim.bound_by}: DRAM "
+        f"{lim.compulsory_bytes / 1e6:.2f} MB / {lim.copy_gbps:.0f} GB/s = {lim.dram_us:.1f} us; "
+        f"x gathers {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / {lim.l2_gbps:.0f} GB/s "
+        f"L2 = {lim.l2_us:.1f} us ({source})",
+    ]

@@ -1,0 +1,35 @@
+"""The L2 bandwidth probe: its kernel compiles (CPU, with nvcc) and measures a sane rate (GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from teaal_loops.bench.l2_probe import PROBE_SOURCE, l2_bandwidth
+from teaal_loops.runtime.backend import unavailable_reason
+from tests.codegen.test_nvcc import NVCC
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
+def test_probe_kernel_compiles(tmp_path: Path) -> None:
+    source = tmp_path / "probe.cu"
+    source.write_text(PROBE_SOURCE)
+    done = subprocess.run([str(NVCC), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"),
+                           str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.gpu
+def test_probe_measures_more_than_dram_rates() -> None:
+    unavailable = unavailable_reason()
+    if unavailable:
+        pytest.skip(f"needs a CUDA GPU: {unavailable}")
+    import cupy
+
+    from teaal_loops.bench.timing import Timer
+
+    result = l2_bandwidth(cupy, Timer(cupy), reps=5)
+    # L2 serves reads faster than HBM's few TB/s and slower than anything absurd
+    assert 1500 < result["gbps"] < 50000, result
