@@ -68,6 +68,8 @@ def _driver(cfg: KernelConfig) -> str:
             reads.append(f"  {{ long long v; read_raw(f, &v, sizeof v); {p.name} = ({t})v; }}")
             call.append(p.name)
     args = ", ".join(call)
+    # the output array: y (SpMV, SDDMM) or y_data (SpMM: column n of Z is y_data + n * stride)
+    out = "y_data" if any(p.name == "y_data" for p in cfg.kernel_params()) else "y"
     run_block = (
         """    std::vector<std::thread> pool;
     for (unsigned t = 0; t < emu_block_threads; ++t)
@@ -97,7 +99,7 @@ int main(int argc, char** argv) {{
 {run_block}
   }}
   FILE* o = std::fopen(argv[2], "wb");
-  std::fwrite(y_buf.data(), sizeof(value_t), y_buf.size(), o);
+  std::fwrite({out}_buf.data(), sizeof(value_t), {out}_buf.size(), o);
   std::fwrite(owner_buf.data(), sizeof(int), owner_buf.size(), o);
   std::fclose(o);
   return 0;

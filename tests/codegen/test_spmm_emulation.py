@@ -1,0 +1,115 @@
+"""SpMM kernels executed on the CPU (g++ and the CUDA shim): values and the owner of every
+(nonzero, column n) against the CPU simulation, for every dense-rank placement and schedule.
+
+The GPU repeats this (tests/gpu/test_dense_gpu.py); this is the check CI runs without one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from teaal_loops.codegen import make_config
+from teaal_loops.layouts import tile_view
+from teaal_loops.lowering import lower, simulate
+from teaal_loops.runtime.device_matrix import host_arguments
+from teaal_loops.runtime.kernel import schedule_arguments
+from teaal_loops.schedules import bind
+from teaal_loops.spec import load_spec, load_spec_string
+from tests.codegen import host_emulation as emu
+
+pytestmark = pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")
+
+REPO = Path(__file__).resolve().parents[2]
+MERGE_PATH_SPMM = """
+einsum:
+  declaration: {A: [M, K], B: [K, N], Z: [M, N]}
+  expressions: ["Z[m, n] = A[m, k] * B[k, n]"]
+mapping:
+  partitioning:
+    Z:
+      (M, K): [flatten()]
+      MK: [x_merge_path(A.I)]
+  loop-order:
+    Z: [MK1, MK0, N]
+  spacetime:
+    Z: {space: [MK1], time: [MK0, N]}
+"""
+WORK_ORIENTED_SPMM = MERGE_PATH_SPMM.replace("x_merge_path(A.I)", "uniform_occupancy(A.W)")
+GROUP_N_IN_SPACE = """
+einsum:
+  declaration: {A: [M, K], B: [K, N], Z: [M, N]}
+  expressions: ["Z[m, n] = A[m, k] * B[k, n]"]
+mapping:
+  partitioning:
+    Z:
+      K: [uniform_occupancy(A.G)]
+  loop-order:
+    Z: [M, N, K1, K0]
+  spacetime:
+    Z: {space: [M, N, K0], time: [K1]}
+"""
+CASES: list[tuple[str, Any, dict[str, int]]] = [
+    ("lanes_over_n", REPO / "specs/spmm/lanes_over_n.yaml", {}),
+    ("lanes_over_n_tiled", REPO / "specs/spmm/lanes_over_n_tiled.yaml", {"N_TILE": 2}),
+    ("group_lanes_over_k", REPO / "specs/spmm/group_lanes_over_k.yaml", {"G": 4}),
+    ("merge_path_n_in_time", MERGE_PATH_SPMM, {"I": 4}),
+    ("work_oriented_n_in_time", WORK_ORIENTED_SPMM, {"W": 3}),
+    ("group_n_in_space", GROUP_N_IN_SPACE, {"G": 4}),
+    ("coo_lanes_over_n", (REPO / "specs/spmm/lanes_over_n.yaml", "coo"), {}),
+]
+
+
+def _schedule(spec: Any, params: dict[str, int]) -> Any:
+    layout = None
+    if isinstance(spec, tuple):
+        spec, layout = spec
+    parsed = load_spec_string(spec) if isinstance(spec, str) else load_spec(spec)
+    return lower(parsed, params=params, layout=layout)
+
+
+def _matrix() -> sp.csr_matrix:
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 5, size=19)
+    lengths[[0, 7]] = 0
+    lengths[11] = 23  # one long row: split chunks, several lanes
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(30, n, replace=False)) for n in lengths])
+    return sp.csr_matrix((rng.uniform(-1, 1, indptr[-1]), indices, indptr), shape=(19, 30))
+
+
+@pytest.mark.parametrize("width", [1, 5])
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_spmm_kernel_on_the_cpu(case: str, width: int) -> None:
+    _, spec, params = next(c for c in CASES if c[0] == case)
+    schedule = _schedule(spec, params)
+    A = _matrix()
+    view = tile_view(schedule.layout, A)
+    bound = bind(schedule, view.shape, None, {}, dense_size=width)
+    cfg = make_config(schedule, dtype="float64", bound=bound)
+    exe = emu.build(cfg)
+    B = np.random.default_rng(width).uniform(-1, 1, (A.shape[1], width))
+    rows = A.shape[0]
+    accumulate = schedule.combine.value == "atomic"
+    Z0 = np.zeros((rows, width)) if accumulate else np.full((rows, width), np.nan)
+    layout_args = host_arguments(schedule.layout, A, np.dtype("float64"))
+    arrays = {
+        **layout_args.arrays, "x_data": B, "y_data": Z0,
+        "owner": np.full(A.nnz * width, -1, np.int32),
+    }
+    scalars: dict[str, int] = {"rows": rows, "cols": A.shape[1], "nnz": A.nnz,
+                               **layout_args.scalars}
+    scalars.update(schedule_arguments(bound))
+    scalars.update({"dense_n": width, "dense_space": bound.dense_space,
+                    "dense_time": bound.dense_time, "x_stride_k": width, "x_stride_n": 1,
+                    "y_stride_m": width, "y_stride_n": 1})
+    result = emu.execute(exe, cfg, bound, arrays, scalars, rows=rows * width,
+                         atoms=A.nnz * width)
+    Z = result.y.reshape(rows, width)
+    np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12)
+    sim = simulate(bound, A, B)
+    np.testing.assert_array_equal(result.owner.reshape(A.nnz, width), sim.owner)
