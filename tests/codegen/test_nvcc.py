@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from teaal_loops.codegen import make_config, render
+from teaal_loops.layouts import get_layout, known_layouts
+from teaal_loops.lowering import lower
+from teaal_loops.spec import load_spec_string
 from tests.codegen import hand_schedules as hs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,4 +71,38 @@ def test_every_schedule_variant_dtype_and_index_width_compiles(tmp_path: Path) -
                 jobs.append((path, "sm_90", ()))
                 if dtype == "f64" and bits == 32:
                     jobs.append((path, "sm_80", ("-DTEAAL_TRACE=1",)))
+    _compile_all(jobs)
+
+
+def test_spmm_on_every_layout_and_schedule_compiles(tmp_path: Path) -> None:
+    """The dense wrapper around every schedule's body, on every layout that serves SpMM
+    (N in time, in space where the schedule allows), f32 and f64, 32- and 64-bit offsets."""
+    mappings = {
+        "thread_mapped": ("M: [uniform_shape(T)]", "[M1, M0, N, K]", "[M0, N]", "[M1, K]"),
+        "group_mapped": ("K: [uniform_occupancy(A.G)]", "[M, N, K1, K0]", "[M, N, K0]", "[K1]"),
+        "work_oriented": ("(M, K): [flatten()]\n      MK: [uniform_occupancy(A.W)]",
+                          "[MK1, MK0, N]", "[MK1]", "[MK0, N]"),
+        "merge_path": ("(M, K): [flatten()]\n      MK: [x_merge_path(A.I)]", "[MK1, MK0, N]",
+                       "[MK1]", "[MK0, N]"),
+    }
+    jobs: list[tuple[Path, str, tuple[str, ...]]] = []
+    for kind, (part, order, space, time) in mappings.items():
+        spec = load_spec_string(
+            "einsum:\n  declaration: {A: [M, K], B: [K, N], Z: [M, N]}\n"
+            "  expressions: ['Z[m, n] = A[m, k] * B[k, n]']\nmapping:\n  partitioning:\n"
+            f"    Z:\n      {part}\n  loop-order:\n    Z: {order}\n"
+            f"  spacetime:\n    Z: {{space: {space}, time: {time}}}\n"
+        )
+        for layout in known_layouts():
+            definition = get_layout(layout)
+            if "spmm" not in definition.forms or kind not in definition.schedules:
+                continue
+            if definition.scatters:
+                continue  # a row-partitioning spec does not fit a column layout (refused)
+            schedule = lower(spec, layout=layout)
+            for dtype, bits in (("f32", 32), ("f64", 64)):
+                path = tmp_path / f"spmm.{kind}.{layout.replace(':', '_')}.{dtype}.cu"
+                path.write_text(render(make_config(schedule, dtype=dtype, index_bits=bits)))
+                jobs.append((path, "sm_90", ("-DTEAAL_TRACE=1",) if dtype == "f64" else ()))
+    assert len(jobs) >= 16
     _compile_all(jobs)
