@@ -16,8 +16,10 @@ from teaal_loops.errors import LayoutError
 from teaal_loops.layouts import convert, tile_view
 from teaal_loops.lowering import lower, simulate
 from teaal_loops.runtime.device_matrix import host_arguments
+from teaal_loops.runtime.kernel import schedule_arguments
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
+from tests.codegen import host_emulation as cemu
 from tests.layouts import emulation as emu
 from tests.layouts import user_dense
 
@@ -112,3 +114,29 @@ def test_plugins_from_entry_points_are_loaded_on_demand(
         lambda group: [FakeEntryPoint()] if group == layouts.ENTRY_POINT_GROUP else [],
     )
     assert layout_semantics("dense_rows").name == "dense_rows"
+
+
+def test_a_registered_layout_serving_spmm_runs_it(tmp_path: Path) -> None:
+    """forms=("spmv", "spmm"): the same macros, through XVec/YVec, compute A @ B."""
+    if cemu.CXX is None:
+        pytest.skip("no C++ compiler (g++/clang++) found")
+    user_dense.install(tmp_path)
+    assert "spmm" in layouts.get_layout(user_dense.NAME).forms
+    rng = np.random.default_rng(6)
+    A = sp.random(13, 9, density=0.4, format="csr", random_state=rng)
+    B = rng.uniform(-1, 1, size=(9, 3))
+    schedule = lower(load_spec(str(SPECS / "spmm" / "lanes_over_n.yaml")), layout="dense_rows")
+    bound = bind(schedule, tile_view(schedule.layout, A).shape, dense_size=3)
+    args = host_arguments(schedule.layout, A, np.dtype("float64"), bound.index_bits)
+    cfg = make_config(schedule, dtype="float64", bound=bound)
+    scalars = {"rows": 13, "cols": 9, "nnz": bound.matrix.nnz, **args.scalars,
+               **schedule_arguments(bound), "dense_n": 3,
+               "dense_space": bound.dense_space, "dense_time": bound.dense_time,
+               "x_stride_k": 3, "x_stride_n": 1, "y_stride_m": 3, "y_stride_n": 1}
+    arrays = {**args.arrays, "x_data": B, "y_data": np.full((13, 3), np.nan),
+              "owner": np.full(bound.matrix.nnz * 3, -1, np.int32)}
+    result = cemu.execute(cemu.build(cfg), cfg, bound, arrays, scalars, rows=13 * 3,
+                          atoms=bound.matrix.nnz * 3)
+    np.testing.assert_allclose(result.y.reshape(13, 3), A @ B, rtol=1e-12, atol=1e-12)
+    sim = simulate(bound, A, B)
+    np.testing.assert_array_equal(result.owner.reshape(-1, 3), sim.owner)

@@ -33,20 +33,20 @@ struct Layout {
   __device__ __forceinline__ offset_t tile_size(offset_t t) const { (void)t; return cols; }
   __device__ __forceinline__ offset_t tile_of(offset_t a) const { return a / cols; }
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
-                                                  const value_t* __restrict__ x) const {
+                                                  XVec x) const {
     return __ldg(values + a) * __ldg(x + (a - t * cols));
   }
   typedef value_t Acc;
   __device__ __forceinline__ Acc acc_zero() const { return 0; }
   __device__ __forceinline__ void accumulate(Acc& acc, offset_t t, offset_t a,
-                                             const value_t* __restrict__ x,
-                                             value_t* __restrict__ y) const {
+                                             XVec x,
+                                             YVec y) const {
     (void)y;
     acc += atom_product(t, a, x);
   }
-  __device__ __forceinline__ void store_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void store_tile(YVec y, offset_t t,
                                              const Acc& acc) const { y[t] = acc; }
-  __device__ __forceinline__ void atomic_tile(value_t* __restrict__ y, offset_t t,
+  __device__ __forceinline__ void atomic_tile(YVec y, offset_t t,
                                               const Acc& acc) const { atomicAdd(y + t, acc); }
 };
 {% endmacro %}
@@ -112,5 +112,6 @@ def install(folder: Path) -> None:
         pack=pack,
         entries=entries,
         schedules=("thread_mapped", "group_mapped", "work_oriented", "merge_path"),
+        forms=("spmv", "spmm"),
         description="dense row-major storage (a user-defined layout)",
     )
