@@ -22,7 +22,7 @@ from teaal_loops.lowering import (
     simulate,
 )
 from teaal_loops.lowering.simulate import operand_shape, sparse_operand
-from teaal_loops.matrix.limit_model import limit_lines, limits
+from teaal_loops.matrix.limit_model import limit_lines, limits, sddmm_limits, spmm_limits
 from teaal_loops.pipeline.stages import load_schedule
 from teaal_loops.schedules import bind
 
@@ -64,11 +64,19 @@ def run(args: argparse.Namespace) -> int:
         rows, cols = (A.shape[1], A.shape[0]) if schedule.form.transposed else A.shape
         operands = dense_operands(bound, rows, cols, seed=0, low=0.0)
         sim = simulate(bound, A, *operands)
-    # The limit model is SpMV's (x gathers); SpMM's and SDDMM's are not modelled yet.
-    lim = None
-    if bound is not None and schedule.form.kind == "spmv":
-        lim = limits(sparse_operand(schedule, A).tocsr(), "float32",
-                     offset_bytes=bound.index_bits // 8)
+    lim = what = None
+    if bound is not None:
+        held = sparse_operand(schedule, A).tocsr()
+        offset = bound.index_bits // 8
+        what = f"float32 {schedule.form.kind.upper().replace('SPMV', 'SpMV')}"
+        if schedule.form.kind == "spmv":
+            lim = limits(held, "float32", offset_bytes=offset)
+        elif schedule.form.kind == "spmm":
+            what = f"float32 SpMM, N={bound.dense_size}"
+            lim = spmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
+        else:
+            what = f"float32 SDDMM, K={bound.dense_size}"
+            lim = sddmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:
@@ -80,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(explain_text(schedule, bound, sim))
         if lim is not None:
-            print("\n".join(limit_lines(lim)))
+            print("\n".join(limit_lines(lim, what or "")))
     return 0

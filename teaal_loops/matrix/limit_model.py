@@ -13,7 +13,9 @@ Two floors, each a time a kernel cannot beat:
   4-byte load brings a 32-byte sector: DRAM bytes say the kernel could be 4x faster than the
   L2 lets it.
 
-The model's limit is the larger floor. Bench reports and ``explain`` show each kernel's (and
+The model's limit is the larger floor. Where the gathered operand (x, B) is larger than L2,
+uniformly random gathers miss L2 roughly in proportion (1 - L2 / operand size) and those
+misses go to DRAM: the model adds an *estimate* with that traffic (not a floor). Bench reports and ``explain`` show each kernel's (and
 cuSPARSE's) time over it: 1.0 would be a kernel at the limit. The bandwidths are measured by
 the benchmarks on the GPU (``teaal_loops.bench``); without a measurement, ``explain`` uses the
 nominal figures below and says so.
@@ -34,6 +36,7 @@ INDEX_BYTES = 4  # int32 column indices
 # measurements (teaal_loops.bench.l2_probe, the copy probe) wherever a GPU is present.
 NOMINAL_COPY_GBPS = 2937.0
 NOMINAL_L2_GBPS = 7000.0
+NOMINAL_L2_BYTES = 50 * 2**20  # the H100's L2
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,22 @@ class Limits:
     copy_gbps: float
     l2_gbps: float
     measured: bool  # False: the nominal bandwidths
+    gathered_bytes: int = 0  # the operand the gathers read (x, B, the dense factors)
+    l2_bytes: int = NOMINAL_L2_BYTES
+
+    @property
+    def miss_fraction(self) -> float:
+        """An estimate, not a floor: the share of gathers that miss L2 when uniformly random
+        gathers from an operand larger than L2 hit in proportion to L2 / operand size."""
+        if self.gathered_bytes <= self.l2_bytes:
+            return 0.0
+        return 1.0 - self.l2_bytes / self.gathered_bytes
+
+    @property
+    def estimate_us(self) -> float:
+        """The limit with the missed gathers added to DRAM's traffic (an estimate)."""
+        missed = self.sector_bytes * self.miss_fraction
+        return max(self.limit_us, (self.compulsory_bytes + missed) / (self.copy_gbps * 1e3))
 
     @property
     def dram_us(self) -> float:
@@ -60,7 +79,7 @@ class Limits:
 
     @property
     def bound_by(self) -> str:
-        return "L2 (x gathers)" if self.l2_us > self.dram_us else "DRAM (compulsory bytes)"
+        return "L2 (gathers)" if self.l2_us > self.dram_us else "DRAM (compulsory bytes)"
 
     def closeness(self, us: float) -> float:
         """How close a kernel of ``us`` microseconds comes to the limit (1.0: at it)."""
@@ -77,6 +96,9 @@ class Limits:
             "l2_us": self.l2_us,
             "limit_us": self.limit_us,
             "bound_by": self.bound_by,
+            "gathered_bytes": self.gathered_bytes,
+            "l2_miss_fraction_estimate": self.miss_fraction,
+            "estimate_us": self.estimate_us,
         }
 
 
@@ -115,15 +137,81 @@ def limits(A: Any, dtype: Any = "float32", *, copy_gbps: float | None = None,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
         measured=measured,
+        gathered_bytes=cols * value,
     )
 
 
-def limit_lines(lim: Limits) -> list[str]:
+def _sectors(nbytes: int) -> int:
+    return -(-nbytes // SECTOR_BYTES)
+
+
+def dense_row_sectors(indptr: Any, indices: Any, width: int, value_bytes: int) -> int:
+    """Sectors the gathers of dense rows ``indices`` (each ``width`` elements, row-major) cost,
+    distinct per sparse row: exact where rows are narrower than a sector, else one aligned
+    row's sectors per nonzero."""
+    ptr = np.asarray(indptr, dtype=np.int64)
+    nnz = int(ptr[-1]) if len(ptr) > 1 else 0
+    row_bytes = width * value_bytes
+    if nnz == 0:
+        return 0
+    if row_bytes >= SECTOR_BYTES:
+        return nnz * _sectors(row_bytes)
+    # several dense rows share a sector: count distinct (row, sector) of the rows' first bytes
+    first = np.asarray(indices, dtype=np.int64)[:nnz] * row_bytes // value_bytes
+    return x_gather_sectors(ptr, first, value_bytes)
+
+
+def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
+                l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
+    """SpMM ``Z = A @ B`` with ``width`` columns: DRAM moves A once, B once and Z once; every
+    nonzero gathers a row of B (row-major) through L2."""
+    value = int(np.dtype(dtype).itemsize)
+    rows, cols = (int(n) for n in A.shape)
+    nnz = int(A.indptr[-1]) if rows else 0
+    compulsory = (nnz * (value + INDEX_BYTES) + (rows + 1) * offset_bytes
+                  + (cols + rows) * width * value)
+    return Limits(
+        compulsory_bytes=compulsory,
+        sector_bytes=dense_row_sectors(A.indptr, A.indices, width, value) * SECTOR_BYTES,
+        copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
+        l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
+        measured=copy_gbps is not None and l2_gbps is not None,
+        gathered_bytes=cols * width * value,
+    )
+
+
+def sddmm_limits(C: Any, depth: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
+                 l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
+    """SDDMM with ``depth`` (K): DRAM moves C (values, indices, offsets), both dense factors
+    and the output values once; every nonzero gathers its column of B (stored [N, K]) and each
+    row reads its row of A, through L2."""
+    value = int(np.dtype(dtype).itemsize)
+    rows, cols = (int(n) for n in C.shape)
+    nnz = int(C.indptr[-1]) if rows else 0
+    compulsory = (nnz * (2 * value + INDEX_BYTES) + (rows + 1) * offset_bytes
+                  + (rows + cols) * depth * value)
+    row_sectors = _sectors(depth * value)
+    return Limits(
+        compulsory_bytes=compulsory,
+        sector_bytes=(nnz + rows) * row_sectors * SECTOR_BYTES,
+        copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
+        l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
+        measured=copy_gbps is not None and l2_gbps is not None,
+        gathered_bytes=cols * depth * value,
+    )
+
+
+def limit_lines(lim: Limits, what: str = "float32 SpMV") -> list[str]:
     """``explain``'s lines for the model."""
     source = "measured" if lim.measured else "nominal H100 figures, not measured here"
+    gathers = "x gathers" if what.endswith("SpMV") else "dense-row gathers"
     return [
-        f"limit:     {lim.limit_us:.1f} us (float32 SpMV), bound by {lim.bound_by}: DRAM "
-        f"{lim.compulsory_bytes / 1e6:.2f} MB / {lim.copy_gbps:.0f} GB/s = {lim.dram_us:.1f} us; "
-        f"x gathers {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / {lim.l2_gbps:.0f} GB/s "
-        f"L2 = {lim.l2_us:.1f} us ({source})",
+        f"limit:     {lim.limit_us:.3g} us ({what}), bound by {lim.bound_by}: DRAM "
+        f"{lim.compulsory_bytes / 1e6:.2f} MB / {lim.copy_gbps:.0f} GB/s = {lim.dram_us:.3g} us; "
+        f"{gathers} {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / {lim.l2_gbps:.0f} GB/s "
+        f"L2 = {lim.l2_us:.3g} us ({source})",
+        *([f"estimate:  {lim.estimate_us:.3g} us if gathers miss L2 in proportion to its size "
+           f"({lim.miss_fraction:.0%} of them: the gathered operand is "
+           f"{lim.gathered_bytes / 2**20:.0f} MiB, L2 {lim.l2_bytes / 2**20:.0f} MiB)"]
+          if lim.miss_fraction else []),
     ]

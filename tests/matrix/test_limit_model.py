@@ -49,3 +49,28 @@ def test_explain_prints_the_limit(capsys) -> None:  # type: ignore[no-untyped-de
                  "uniform:rows=2000,nnz=20000,seed=1"]) == 0
     out = capsys.readouterr().out
     assert "limit:" in out and "bound by L2" in out and "nominal" in out
+
+
+def test_spmm_and_sddmm_floors_count_dense_row_gathers() -> None:
+    from teaal_loops.matrix.limit_model import dense_row_sectors, sddmm_limits, spmm_limits
+
+    A = sp.csr_matrix((np.ones(3), ([0, 0, 1], [0, 5, 5])), shape=(2, 8))
+    # N = 16 floats: 64 bytes, 2 sectors a nonzero
+    assert dense_row_sectors(A.indptr, A.indices, 16, 4) == 3 * 2
+    # N = 2 floats: rows 0..3 of B share a sector: row 0 gathers sectors {0, 1}, row 1 {1}
+    assert dense_row_sectors(A.indptr, A.indices, 2, 4) == 2 + 1
+    lim = spmm_limits(A, 16)
+    assert lim.compulsory_bytes == 3 * 8 + 3 * 4 + (8 + 2) * 16 * 4
+    assert lim.gathered_bytes == 8 * 16 * 4 and lim.miss_fraction == 0.0
+    s = sddmm_limits(A, 32)
+    assert s.sector_bytes == (3 + 2) * 4 * 32  # 32 floats: 4 sectors per column and per row
+
+
+def test_an_operand_larger_than_l2_adds_an_estimate_of_missed_gathers() -> None:
+    from teaal_loops.matrix.limit_model import Limits
+
+    small = Limits(1000, 8000, 1.0, 1.0, False, gathered_bytes=10, l2_bytes=100)
+    assert small.miss_fraction == 0.0 and small.estimate_us == small.limit_us
+    big = Limits(1000, 8000, 1.0, 1.0, False, gathered_bytes=400, l2_bytes=100)
+    assert big.miss_fraction == 0.75
+    assert big.estimate_us == (1000 + 6000) / 1e3
