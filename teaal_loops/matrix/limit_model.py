@@ -15,10 +15,11 @@ Two floors, each a time a kernel cannot beat:
 
 The model's limit is the larger floor. Where the gathered operand (x, B) is larger than L2,
 uniformly random gathers miss L2 roughly in proportion (1 - L2 / operand size) and those
-misses go to DRAM: the model adds an *estimate* with that traffic (not a floor). Bench reports and ``explain`` show each kernel's (and
-cuSPARSE's) time over it: 1.0 would be a kernel at the limit. The bandwidths are measured by
-the benchmarks on the GPU (``teaal_loops.bench``); without a measurement, ``explain`` uses the
-nominal figures below and says so.
+misses go to DRAM: the model adds an *estimate* with that traffic (not a floor). Bench
+reports and ``explain`` show each kernel's (and cuSPARSE's) time over it: 1.0 would be a
+kernel at the limit. The bandwidths are measured by the benchmarks on the GPU
+(``teaal_loops.bench``); without a measurement, ``explain`` uses the nominal figures below
+and says so.
 """
 
 from __future__ import annotations

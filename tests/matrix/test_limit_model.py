@@ -71,6 +71,6 @@ def test_an_operand_larger_than_l2_adds_an_estimate_of_missed_gathers() -> None:
 
     small = Limits(1000, 8000, 1.0, 1.0, False, gathered_bytes=10, l2_bytes=100)
     assert small.miss_fraction == 0.0 and small.estimate_us == small.limit_us
-    big = Limits(1000, 8000, 1.0, 1.0, False, gathered_bytes=400, l2_bytes=100)
+    big = Limits(1000, 8000, 1.0, 100.0, False, gathered_bytes=400, l2_bytes=100)
     assert big.miss_fraction == 0.75
     assert big.estimate_us == (1000 + 6000) / 1e3
