@@ -101,7 +101,7 @@ def best_cusparse(
     choice = time_algorithms(
         timer, b0.algorithms,
         lambda a: (lambda i: bases[i % k].launch(*operands[i % k], algorithm=a)),
-        reps=min(reps, CHOICE_REPS), warmup=warmup, invalid=invalid,
+        reps=min(reps, CHOICE_REPS), warmup=max(warmup, k), invalid=invalid,
     )
     record: dict[str, Any] = {
         "baseline": b0.describe(),
@@ -174,13 +174,16 @@ def second_side(
     warmup: int,
     nbytes: int,
     copy_gbps: float,
+    copies: int = 1,
     output: Any = None,
     check: sides.Check | None = None,
 ) -> dict[str, Any]:
     """The one-line second column (module docstring); with ``check`` its result (what
-    ``op(0)`` returns, or ``output`` after it) is checked first."""
+    ``op(0)`` returns, or ``output`` after it) is checked first. Every one of ``copies``
+    input sets is used once before timing: cupyx checks a matrix's canonical format (a
+    synchronising reduction) on its first product only."""
     record: dict[str, Any] = {"what": what}
-    for i in range(max(warmup, 2)):  # cupyx checks a matrix's format on its first product
+    for i in range(max(warmup, 2, copies)):
         op(i)
     if check is not None:
         got = op(0)

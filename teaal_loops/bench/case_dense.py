@@ -135,7 +135,7 @@ def _second(ctx: Context, kind: str, width: int, mats: list[Any], denses: list[A
     """cupyx's ``A @ B`` for SpMM; for SDDMM PyTorch's, where the best is nvmath-python's and
     PyTorch runs here (``{}``: no second column)."""
     cp, options, k = ctx.cp, ctx.options, len(mats)
-    common: dict[str, Any] = {"reps": options.reps, "warmup": options.warmup,
+    common: dict[str, Any] = {"reps": options.reps, "warmup": options.warmup, "copies": k,
                               "nbytes": nbytes, "copy_gbps": ctx.copy_gbps}
     if kind == "spmm":
         return baselines.second_side(ctx.timer, lambda i: mats[i % k] @ denses[i % k][0],

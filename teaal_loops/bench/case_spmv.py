@@ -73,7 +73,7 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
     ctx.say(f"{entry.name} {dtype}: cuSPARSE")
     case["second"] = _guarded(lambda: baselines.second_side(
         ctx.timer, lambda i: mats[i % k] @ xs[i % k], what=CUPYX_WHAT, reps=options.reps,
-        warmup=options.warmup, nbytes=nbytes, copy_gbps=ctx.copy_gbps))
+        warmup=options.warmup, copies=k, nbytes=nbytes, copy_gbps=ctx.copy_gbps))
     case["cusparse"] = _guarded(lambda: _best(ctx, mats, xs, check, nbytes))
     ctx.advance()
     variants = [] if options.only_auto else ctx.options.variants_of("spmv")
