@@ -17,8 +17,8 @@ Suites (``--suite``, repeatable):
     The large classes at 1/256 of their size plus three small corpus matrices, for a quick
     check that everything runs.
 ``spmm``, ``sddmm``
-    The dense-operand kernels (SpMM ``Z = A B``, SDDMM ``Z = C * (A B)``) on every corpus
-    matrix and on four synthetic classes sized for them (:func:`dense_large_classes`: 2**20
+    The dense-operand kernels (SpMM ``Z = A B``, SDDMM ``Z = C * (A B)``) on four synthetic
+    classes sized for them and then on every corpus matrix (:func:`dense_large_classes`: 2**20
     rows, about 16M nonzeros, so that the dense operands of N = K = 128 still fit beside the
     matrix and a launch takes milliseconds, not seconds), at each dense width
     (:mod:`teaal_loops.bench.plan`).
@@ -192,7 +192,9 @@ def _suite_entries(suite: str, corpus_dir: Path | None, large_scale: float) -> l
         return corpus_entries(folder)
     if suite == "smoke":
         return corpus_entries(folder, SMOKE_CORPUS) + _large_classes(large_scale * SMOKE_SCALE)
-    return corpus_entries(folder) + dense_large_classes(large_scale)  # spmm, sddmm
+    # spmm, sddmm: the synthetic classes first, since they carry the bandwidth and the
+    # random-access targets and a --time-budget stops a run at its end
+    return dense_large_classes(large_scale) + corpus_entries(folder)
 
 
 def build_plan(

@@ -44,6 +44,8 @@ def test_a_corpus_matrix_runs_every_kernel_of_the_suites_loaded_once(corpus: Pat
     assert kernels["a"] == ("spmv", "spmm", "sddmm") and kernels["b"] == kernels["a"]
     dense = [n for n, k in kernels.items() if k == ("spmm", "sddmm")]
     assert dense == [e.name for e in dense_large_classes(1 / 64)]
+    alone = [i.entry.name for i in build_plan(["spmm"], corpus_dir=corpus)]
+    assert alone == [e.name for e in dense_large_classes(1.0)] + ["a", "b"]  # classes first
     with pytest.raises(TeaalLoopsError, match="appear twice in the suite: a, b"):
         build_plan(["spmm", "spmm"], corpus_dir=corpus)
 
