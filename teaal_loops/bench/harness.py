@@ -137,7 +137,9 @@ def _run_item(ctx: Context, item: PlanItem, doc: dict[str, Any], started: float)
         indptr, indices, data, shape, stats = load_entry(cp, entry, options.seed)
         load_s = round(time.perf_counter() - t0, 2)
     except Exception as err:  # a bad file, an out-of-memory: record it, go on
-        doc["cases"].append({**base, "kernels": list(item.kernels), **_error(err)})
+        # one error case per kernel, so that every target over the matrix counts the miss
+        doc["cases"] += [{**base, "kernel": kernel, "width": None, **_error(err)}
+                         for kernel in item.kernels]
         cp.get_default_memory_pool().free_all_blocks()
         return
     for kernel in item.kernels:

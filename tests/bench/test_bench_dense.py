@@ -104,6 +104,19 @@ def test_a_baseline_that_cannot_run_is_recorded_and_the_case_goes_on(
     assert doc["summary"]["targets"]["spmm_parity"]["met"] is False
 
 
+def test_a_matrix_that_cannot_be_loaded_is_an_error_case_per_kernel(
+        fake_gpu: FakeEnv, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1.0\n")
+    entry = MatrixEntry("bad", "corpus", "file", path=bad)
+    doc = run_bench(_options(tmp_path, plan=[PlanItem(entry, ("spmm", "sddmm"))]))
+    assert [(c["matrix"], c["kernel"]) for c in doc["cases"]] == [("bad", "spmm"),
+                                                                   ("bad", "sddmm")]
+    assert all(c["error"] == doc["cases"][0]["error"] for c in doc["cases"])
+    assert doc["summary"]["targets"]["spmm_parity"]["misses"][0]["matrix"] == "bad"
+    assert load(tmp_path / "r.json")["cases"][1]["kernel"] == "sddmm"
+
+
 def test_a_case_over_the_time_budget_is_skipped_by_name(fake_gpu: FakeEnv, tmp_path: Path
                                                         ) -> None:
     doc = run_bench(_options(tmp_path, time_budget_s=1e-9))

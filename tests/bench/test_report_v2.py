@@ -76,6 +76,17 @@ def test_an_sddmm_target_with_a_case_lacking_its_anchor_is_not_met() -> None:
     assert t["geomean"] == pytest.approx(9.0) and t["met"] is False  # "bad" has no anchor
 
 
+def test_a_failed_case_counts_as_a_miss_and_shows_in_its_table() -> None:
+    doc = document_v2()
+    doc["cases"].append({"matrix": "broken", "group": "corpus", "kernel": "spmm", "width": 8,
+                         "error": "MatrixError: row offsets decrease at row 3"})
+    t = summarize(doc)["targets"]["spmm_parity"]
+    assert t["met"] is False and t["of"] == 5
+    assert t["misses"] == [{"matrix": "broken N=8", "value": None, "best": None}]
+    assert "| broken | - | - | - | error: MatrixError: row offsets decrease at row 3 |" in (
+        markdown(doc))
+
+
 def test_markdown_has_a_section_per_kernel_width_and_group() -> None:
     doc = document_v2()
     text = markdown(doc, plot_name="p.png")
