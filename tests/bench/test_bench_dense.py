@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teaal_loops.bench import BenchOptions, load, markdown, run_bench
+from teaal_loops.bench import BenchOptions, bench, load, markdown, run_bench
 from teaal_loops.bench.cusparse.descriptors import CusparseBaselineError
 from teaal_loops.bench.suite import MatrixEntry, PlanItem
 from teaal_loops.bench.variants import Variant
@@ -143,3 +143,13 @@ def test_outputs_are_poisoned_so_an_unwritten_entry_fails(fake_gpu: FakeEnv, tmp
     doc = run_bench(_options(tmp_path, widths={"spmm": (4,), "sddmm": (3,)}))
     for c in doc["cases"]:
         assert all(not r["valid"] and r["mismatches"] >= 1 for r in c["results"]), c["matrix"]
+
+
+def test_specs_given_without_a_suite_run_their_own_kernels(fake_gpu: FakeEnv) -> None:
+    doc = bench([SPECS / "spmm" / "lanes_over_n.yaml", SPECS / "sddmm" / "thread_per_nonzero.yaml"],
+                suites=(), synthetic=["uniform:rows=40,nnz=200,seed=1"],
+                widths={"spmm": (4,), "sddmm": (2,)}, reps=3, warmup=0, max_copies=1)
+    assert [(c["kernel"], c["width"], [r["label"] for r in c["results"]])
+            for c in doc["cases"]] == [("spmm", 4, ["lanes_over_n"]),
+                                       ("sddmm", 2, ["thread_per_nonzero"])]
+    assert all(r["valid"] for c in doc["cases"] for r in c["results"])
