@@ -91,6 +91,7 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
         result = records.guarded_variant(
             variant, lambda v=variant: _time_variant(ctx, v, dtype, width, mats, denses, check,
                                                      nbytes, baseline_ms))
+        ctx.forget(variant, dtype, mats)
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results

@@ -91,6 +91,7 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
         result = records.guarded_variant(
             variant, lambda v=variant: _time_variant(ctx, v, dtype, mats, xs, check, nbytes,
                                                      baseline_ms))
+        ctx.forget(variant, dtype, mats)
         if choice is not None and variant.label == choice.label and variant.layout == "csr":
             result["auto"] = True
         results.append(result)

@@ -72,6 +72,15 @@ class Context:
             kernel = self.kernels[key] = compile_variant(variant, dtype)
         return kernel
 
+    def forget(self, variant: Variant, dtype: str, matrices: Sequence[Any]) -> None:
+        """Let the kernel of ``variant`` drop what it prepared for ``matrices`` (a compiled
+        kernel lives for the whole run; what it remembers would keep a gigabyte-sized class
+        on the device after its cases)."""
+        kernel = self.kernels.get((f"{variant.spec}|{variant.label}|{variant.layout}", dtype))
+        if kernel is not None:
+            for matrix in matrices:
+                kernel.forget(matrix)
+
     def copies(self, working_set: int) -> int:
         return rotation_copies(working_set, self.device.l2_bytes, self.options.max_copies)
 

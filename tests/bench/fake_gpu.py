@@ -102,6 +102,7 @@ class FakeKernel:
         self.cp = cp
         self.cost = COSTS.get(Path(spec).stem, DEFAULT_COST)
         self.calls: list[tuple[Any, ...]] = []
+        self.forgotten: list[Any] = []
 
     def prepare(self, A: Any) -> Any:
         if self.mode == "raise":
@@ -109,6 +110,10 @@ class FakeKernel:
         bound = bind(self.schedule, MatrixShape(A.shape[0], A.shape[1], A.nnz), DeviceInfo.h100())
         return types.SimpleNamespace(A=A, bound=bound,
                                      accumulates=self.schedule.combine is Combine.ATOMIC)
+
+    def forget(self, A: Any) -> bool:
+        self.forgotten.append(A)
+        return True
 
     # -- SpMV -------------------------------------------------------------------------------
     def new_output(self, p: Any) -> Any:

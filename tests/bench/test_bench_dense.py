@@ -81,6 +81,7 @@ def test_sddmm_operands_reach_the_kernel_in_the_specs_storage_order(
     a, b = sddmm[0].calls[-1]
     assert a.shape == (60, 3) and a.flags.c_contiguous  # A stored [M, K]: as generated
     assert b.shape == (3, 60) and b.flags.f_contiguous  # B stored [N, K]: the transpose
+    assert len(sddmm[0].forgotten) == 2  # both copies dropped after the case
 
 
 def test_a_baseline_that_cannot_run_is_recorded_and_the_case_goes_on(
