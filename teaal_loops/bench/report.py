@@ -173,9 +173,10 @@ def _best_label(cs: dict[str, Any]) -> str:
 
 
 def _case_table(cases: list[dict[str, Any]]) -> list[str]:
-    head = ("| matrix | dtype | rows | nnz | best cuSPARSE | its us: device / thr / lat | graph "
-            "| best | our us: device / thr / lat | graph | x device / thr / lat | x graph "
-            "| second: thr us | x second | GB/s | of copy | auto / best |")
+    head = ("| matrix | dtype | rows | nnz | best cuSPARSE | its us: device / thr / lat "
+            "| its graph thr us | best | our us: device / thr / lat | our graph thr us "
+            "| x device / thr / lat | x graph | second: thr us | x second | GB/s | of copy "
+            "| auto / best |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for c in cases:
         if "error" in c:
