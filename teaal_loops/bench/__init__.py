@@ -103,9 +103,7 @@ def bench(
     by_kernel, wants_auto = kernel_variants(
         specs, wanted, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
     )
-    if "spmv" in by_kernel:
-        by_kernel["spmv"] = with_experiments(by_kernel["spmv"], block_threads=block_threads,
-                                             sources=sources)
+    by_kernel = _with_experiments(by_kernel, block_threads, sources)
     options = BenchOptions(
         entries=[item.entry for item in items],
         variants=by_kernel.get("spmv", []),
@@ -123,6 +121,26 @@ def bench(
         widths=dict(widths) if widths is not None else dict(DEFAULT_WIDTHS),
     )
     return run_bench(options, progress)
+
+
+def _with_experiments(
+    by_kernel: dict[str, list[Variant]],
+    block_threads: Sequence[int],
+    sources: Sequence[tuple[str, Path]],
+) -> dict[str, list[Variant]]:
+    """Every kernel's variants also at ``block_threads``; each source file beside the variant
+    it names, in whichever kernel times it (one line when none does)."""
+    out: dict[str, list[Variant]] = {}
+    used: set[str] = set()
+    for kernel, variants in by_kernel.items():
+        labels = {v.label for v in with_experiments(variants, block_threads=block_threads)}
+        mine = [(label, path) for label, path in sources if label in labels]
+        used.update(label for label, _ in mine)
+        out[kernel] = with_experiments(variants, block_threads=block_threads, sources=mine)
+    unused = [(label, path) for label, path in sources if label not in used]
+    if unused:  # with_experiments says which label is not timed, and lists those that are
+        with_experiments([v for vs in by_kernel.values() for v in vs], sources=unused)
+    return out
 
 
 __all__ = [

@@ -115,3 +115,20 @@ def test_the_command_line_refuses_bad_dense_options_in_one_line(
                  "sddmm:8", "--only", "a", "-q", "-o", str(corpus / "r.json")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_block_sizes_and_source_files_apply_to_the_kernel_that_times_the_label(
+        tmp_path: Path) -> None:
+    from teaal_loops import bench as bench_module
+
+    cu = tmp_path / "old.cu"
+    cu.write_text("// a kernel from an earlier commit\n")
+    by, _ = plan.kernel_variants([], ("spmv", "spmm"))
+    out = bench_module._with_experiments(by, (256,), [("lanes_over_n@t256", cu)])
+    spmm = [v.label for v in out["spmm"]]
+    assert "lanes_over_n@t256" in spmm and "lanes_over_n@t256+old.cu" in spmm
+    assert not any(v.source for v in out["spmv"])
+    assert "merge_path@t256" in [v.label for v in out["spmv"]]
+    with pytest.raises(TeaalLoopsError, match="no variant 'nope' is timed"):
+        bench_module.bench(suites=(), synthetic=["uniform:rows=20,nnz=50"],
+                           sources=[("nope", cu)])
