@@ -1,14 +1,17 @@
-"""Benchmarks: generated schedules against cuSPARSE, with a compulsory-bytes roofline.
+"""Benchmarks: generated SpMV, SpMM and SDDMM kernels against the best cuSPARSE, with a
+compulsory-bytes roofline.
 
     from teaal_loops import bench
-    doc = bench.bench(suites=["corpus", "large"], json_path="out/results.json")
+    doc = bench.bench(suites=["corpus", "large", "spmm"], json_path="out/results.json")
     print(bench.markdown(doc, plot_name="results.png"))
     bench.plot(doc, "out/results.png")
 
 :func:`bench` runs chosen specs x layouts x dtypes (default: our spec library with
-:data:`~teaal_loops.bench.variants.DEFAULT_SWEEPS`) on a suite of matrices, against cuSPARSE
-through CuPy in the same process, and returns the results document (also written as JSON).
-:mod:`teaal_loops.bench.harness` says how every number is measured,
+:data:`~teaal_loops.bench.variants.DEFAULT_SWEEPS`, and :mod:`teaal_loops.bench.plan`'s for the
+dense kernels) on suites of matrices, against the strongest cuSPARSE a CuPy user can reach
+(:mod:`teaal_loops.bench.baselines`) and a one-line second column in the same process, and
+returns the results document (also written as JSON). :mod:`teaal_loops.bench.harness` says how
+a run goes, :mod:`teaal_loops.bench.sides` how every number is measured,
 :mod:`teaal_loops.bench.results` how targets are judged, :mod:`teaal_loops.bench.roofline` what
 the bandwidth is relative to. Only running needs a GPU; reports are regenerated from the JSON
 anywhere.
@@ -20,15 +23,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teaal_loops import auto
-from teaal_loops.auto import library_dir
-from teaal_loops.bench.harness import BenchOptions, run_bench
+from teaal_loops.bench import plan
+from teaal_loops.bench.context import BenchOptions
+from teaal_loops.bench.harness import run_bench
+from teaal_loops.bench.plan import (
+    DEFAULT_WIDTHS,
+    SCHEDULE_CHOICES,
+    kernel_variants,
+    library_specs,
+    parse_widths,
+    variants_for,
+)
 from teaal_loops.bench.progress import Progress
 from teaal_loops.bench.records import check_output_path, write_json
 from teaal_loops.bench.report import markdown, plot
 from teaal_loops.bench.results import load, summarize
 from teaal_loops.bench.roofline import compulsory_bytes, gbps, roofline
-from teaal_loops.bench.suite import SUITES, MatrixEntry, build_suite
+from teaal_loops.bench.suite import KERNEL_OF_SUITE, SUITES, MatrixEntry, build_plan, build_suite
 from teaal_loops.bench.variants import (
     DEFAULT_SWEEPS,
     Variant,
@@ -39,59 +50,6 @@ from teaal_loops.bench.variants import (
     with_experiments,
 )
 from teaal_loops.codegen.config import normalize_dtype
-from teaal_loops.errors import TeaalLoopsError
-from teaal_loops.lowering import lower
-from teaal_loops.schedules import schedule_kinds
-from teaal_loops.spec import load_spec
-
-SCHEDULE_CHOICES = ("all", "auto", *schedule_kinds())
-
-
-def library_specs() -> list[Path]:
-    """Every spec of our library (``specs/*.yaml``), sorted by name."""
-
-    return sorted(library_dir().glob("*.yaml"))
-
-
-def variants_for(
-    specs: Sequence[str | Path] = (),
-    *,
-    sweeps: Mapping[str, Sequence[int | str]] | None = None,
-    params: Mapping[str, int] | None = None,
-    layouts: Sequence[str] = ("csr",),
-    schedule: str = "all",
-) -> tuple[list[Variant], bool]:
-    """The variants to time and whether ``auto`` was asked for (by ``schedule`` or a spec).
-
-    Without ``specs`` the library is used, with :data:`DEFAULT_SWEEPS` unless ``sweeps`` is
-    given. ``schedule`` keeps only the variants of one schedule kind (``auto``: none, the auto
-    choice alone is timed). A spec saying ``x-teaal-loops: {schedule: auto}`` asks for the auto
-    choice instead of being timed itself.
-    """
-
-    if schedule not in SCHEDULE_CHOICES:
-        raise TeaalLoopsError(
-            f"--schedule {schedule!r}: expected one of {', '.join(SCHEDULE_CHOICES)}"
-        )
-    paths = [Path(s) for s in specs] or library_specs()
-    if sweeps is None:
-        sweeps = DEFAULT_SWEEPS if not specs else {}
-    wants_auto = schedule == "auto"
-    described: list[tuple[Path, Sequence[str]]] = []
-    for path in paths:
-        spec = load_spec(path)
-        if auto.is_auto(spec):
-            wants_auto = True
-            continue
-        if schedule not in ("all", "auto") and lower(spec).kind != schedule:
-            continue
-        described.append((path, tuple(spec.parameters)))
-    if schedule == "auto":
-        return [], True
-    variants = expand(described, sweeps=sweeps, fixed=params, layouts=layouts)
-    if not variants and not wants_auto:
-        raise TeaalLoopsError(f"no spec left to benchmark for --schedule {schedule}")
-    return variants, wants_auto
 
 
 def bench(
@@ -111,6 +69,8 @@ def bench(
     auto: bool = True,
     block_threads: Sequence[int] = (),
     sources: Sequence[tuple[str, Path]] = (),
+    widths: Mapping[str, Sequence[int]] | None = None,
+    kernels: Sequence[str] = (),
     reps: int = 25,
     warmup: int = 5,
     max_copies: int = 32,
@@ -121,24 +81,32 @@ def bench(
 ) -> dict[str, Any]:
     """Build the suite and the variants, run them (GPU), return the results document.
 
-    ``block_threads`` times every variant at those block sizes too; ``sources`` adds, per
-    ``(label, file)``, the variant ``label`` launching ``file`` (:mod:`.variants`)."""
+    ``kernels`` are those the single matrices (``files``, ``synthetic``) run (default: the
+    suites' kernels, or the forms of ``specs``, or SpMV); ``widths`` SpMM's N and SDDMM's K
+    (default :data:`DEFAULT_WIDTHS`). ``block_threads`` times every SpMV variant at those
+    block sizes too; ``sources`` adds, per ``(label, file)``, the variant ``label`` launching
+    ``file`` (:mod:`.variants`)."""
 
-    entries = build_suite(
+    if not kernels and not suites and specs:
+        from_specs = [plan.spec_kernel(Path(s)) for s in specs]
+        kernels = tuple(dict.fromkeys(from_specs))
+    items = build_plan(
         suites,
         files=files,
         synthetic=synthetic,
         corpus_dir=Path(corpus_dir) if corpus_dir else None,
         large_scale=large_scale,
         only=only,
+        custom_kernels=kernels,
     )
-    variants, wants_auto = variants_for(
-        specs, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
+    wanted = tuple(dict.fromkeys(k for item in items for k in item.kernels))
+    by_kernel, wants_auto = kernel_variants(
+        specs, wanted, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
     )
-    variants = with_experiments(variants, block_threads=block_threads, sources=sources)
+    by_kernel = _with_experiments(by_kernel, block_threads, sources)
     options = BenchOptions(
-        entries=entries,
-        variants=variants,
+        entries=[item.entry for item in items],
+        variants=by_kernel.get("spmv", []),
         dtypes=tuple(normalize_dtype(d) for d in dtypes),
         reps=reps,
         warmup=warmup,
@@ -148,12 +116,37 @@ def bench(
         command=command,
         time_budget_s=time_budget_s,
         json_path=Path(json_path) if json_path else None,
+        plan=items,
+        kernel_variants=by_kernel,
+        widths=dict(widths) if widths is not None else dict(DEFAULT_WIDTHS),
     )
     return run_bench(options, progress)
 
 
+def _with_experiments(
+    by_kernel: dict[str, list[Variant]],
+    block_threads: Sequence[int],
+    sources: Sequence[tuple[str, Path]],
+) -> dict[str, list[Variant]]:
+    """Every kernel's variants also at ``block_threads``; each source file beside the variant
+    it names, in whichever kernel times it (one line when none does)."""
+    out: dict[str, list[Variant]] = {}
+    used: set[str] = set()
+    for kernel, variants in by_kernel.items():
+        labels = {v.label for v in with_experiments(variants, block_threads=block_threads)}
+        mine = [(label, path) for label, path in sources if label in labels]
+        used.update(label for label, _ in mine)
+        out[kernel] = with_experiments(variants, block_threads=block_threads, sources=mine)
+    unused = [(label, path) for label, path in sources if label not in used]
+    if unused:  # with_experiments says which label is not timed, and lists those that are
+        with_experiments([v for vs in by_kernel.values() for v in vs], sources=unused)
+    return out
+
+
 __all__ = [
     "DEFAULT_SWEEPS",
+    "DEFAULT_WIDTHS",
+    "KERNEL_OF_SUITE",
     "SCHEDULE_CHOICES",
     "SUITES",
     "BenchOptions",
@@ -161,17 +154,20 @@ __all__ = [
     "Progress",
     "Variant",
     "bench",
+    "build_plan",
     "build_suite",
     "check_output_path",
     "compulsory_bytes",
     "expand",
     "gbps",
+    "kernel_variants",
     "library_specs",
     "load",
     "markdown",
     "parse_block_threads",
     "parse_sources",
     "parse_sweep",
+    "parse_widths",
     "plot",
     "roofline",
     "run_bench",

@@ -123,8 +123,8 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
     out = []
     for case in doc.get("cases", []):
         stats = case.get("stats")
-        if "error" in case or not stats:
-            continue
+        if "error" in case or not stats or case.get("kernel", "spmv") != "spmv":
+            continue  # auto chooses SpMV schedules only
         variants = tuple(
             Measured(str(r.get("spec") or r["label"].split("[")[0]), dict(r.get("params") or {}),
                      dict(r.get("bound") or {}), float(r["kernel"]["median_ms"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from teaal_loops.bench.results import case_best_and_auto
+from teaal_loops.bench.results import WAYS, case_best_and_auto, graph_ms, median, ratio
 from teaal_loops.bench.roofline import roofline
 from teaal_loops.errors import Location, TeaalLoopsError
 from teaal_loops.schedules import describe_sizes
@@ -92,42 +92,89 @@ def roof(nbytes: int, ms: float, copy_gbps: float) -> dict[str, Any]:
 
 
 def add_speedups(case: dict[str, Any]) -> None:
-    """Per result: cuSPARSE's time over ours, as called (lean launch) and device-only."""
-    cs = case["cusparse"]
-    for r in case["results"]:
+    """Per timed result: the best cuSPARSE's medians over ours (``speedup``) and the second
+    column's (``second_speedup``), for every way both sides were timed
+    (:mod:`teaal_loops.bench.results`); then the case's ``best`` and ``auto``."""
+    best = case.get("cusparse") or {}
+    second = case.get("second") or {}
+    for r in case.get("results", []):
         if "kernel" not in r:
             continue
-        r["speedup_called"] = ratio(cs["call"]["median_ms"], r["launch"]["median_ms"])
-        r["speedup_kernel"] = ratio(cs["kernel"]["median_ms"], r["kernel"]["median_ms"])
-
+        r["speedup"] = {way: ratio(median(best.get(way)), median(r.get(way))) for way in WAYS}
+        r["speedup"]["graph"] = ratio(graph_ms(best), graph_ms(r))
+        r["second_speedup"] = {way: ratio(median(second.get(way)), median(r.get(way)))
+                               for way in WAYS}
+        r["second_speedup"]["call"] = ratio(median(second.get("throughput")),
+                                            median(r.get("call")))
     case.update(case_best_and_auto(case))
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
-        return None
-    return a / b
+def baseline_kernel_ms(case: dict[str, Any]) -> float | None:
+    """The device time a slow variant is compared with: the best cuSPARSE's, else the second
+    column's, else None."""
+    for side in ("cusparse", "second"):
+        ms = median((case.get(side) or {}).get("kernel"))
+        if ms is not None:
+            return ms
+    return None
+
+
+def guarded_variant(variant: Any, measure: Any) -> dict[str, Any]:
+    """A variant's result: its names, then ``measure()``'s record; a user error (a parameter
+    refused for this matrix, say) is its one line, anything else a bug's one line."""
+    result: dict[str, Any] = {
+        "label": variant.label,
+        "spec": variant.spec_name,
+        "params": dict(variant.params),
+        "layout": variant.layout,
+    }
+    try:
+        result.update(measure())
+    except TeaalLoopsError as err:
+        result["error"] = str(err)
+    except Exception as err:  # a template or runtime bug: record it, keep benchmarking
+        result["error"] = f"{type(err).__name__}: {first_line(err)}"
+        result["bug"] = True
+    return result
+
+
+def checked(out: dict[str, Any], check: dict[str, Any]) -> bool:
+    """Record a validation in ``out``; a wrong result gets an ``error`` naming how wrong, and
+    is not timed (a wrong kernel is never reported as fast)."""
+    out["valid"] = bool(check.get("valid"))
+    for key in ("mismatches", "max_abs_error", "max_error_over_bound"):
+        if key in check:
+            out[key] = check[key]
+    if not out["valid"]:
+        out["error"] = (f"wrong result: {check.get('mismatches')} entries outside the rounding "
+                        f"bound (worst {check.get('max_error_over_bound', math.inf):.3g}x the "
+                        "bound); not timed")
+    return out["valid"]
 
 
 def case_line(case: dict[str, Any]) -> str:
     best = case.get("best") or {}
     auto = case.get("auto") or {}
-    sp = best.get("speedup_called")
+    width = case.get("width")
+    name = f"{case['matrix']} {case.get('kernel', 'spmv')}" + (
+        f" {width}" if width is not None else "") + f" ({case.get('dtype')})"
+    if not best:
+        return f"{name}: no valid result"
+    speed = (best.get("speedup") or {}).get("kernel")
+    line = (f"{name}: best {best.get('label', '-')} {fmt(best.get('kernel_ms'), 1e3, 'us')}"
+            + (f", x{speed:.2f} the best cuSPARSE's device time" if speed else ""))
     over = auto.get("over_best")
-    return (
-        f"{case['matrix']} ({case['dtype']}): best {best.get('label', '-')} "
-        f"{fmt(best.get('kernel_ms'), 1e3, 'us')}, "
-        f"x{sp:.2f} vs cuSPARSE as called" if sp else f"{case['matrix']}: no valid result"
-    ) + (f"; auto {auto.get('label')} {over:.2f}x best" if over else "")
+    return line + (f"; auto {auto.get('label')} {over:.2f}x best" if over else "")
 
 
 def variant_line(r: dict[str, Any]) -> str:
     if "kernel" not in r:
         return f"  {r['label']}: {r.get('error') or r.get('skipped') or 'not timed'}"
-    flags = ("" if r.get("valid") else " INVALID") + (" capped" if r.get("capped") else "")
+    flags = " capped" if r.get("capped") else ""
     return (
-        f"  {r['label']}: kernel {r['kernel']['median_ms'] * 1e3:.1f} us, launch "
-        f"{r['launch']['median_ms'] * 1e3:.1f} us{flags}"
+        f"  {r['label']}: kernel {r['kernel']['median_ms'] * 1e3:.1f} us, throughput "
+        f"{r['throughput']['median_ms'] * 1e3:.1f} us, latency "
+        f"{r['latency']['median_ms'] * 1e3:.1f} us{flags}"
     )
 
 

@@ -31,6 +31,17 @@ Two ways to time a callable ``op(i)`` (``i`` = repetition, used to rotate inputs
     outlasted the spin is retried behind a longer spin; a call that synchronises inside
     ``op`` cannot be measured so and is reported as not queued.
 
+``back_to_back``  ("throughput")
+    Events around a batch of calls issued back to back, the batch's interval divided by its
+    calls; the median over several batches. What an iterative solver sees: the device time
+    per call where the GPU is the slower side, the host's issuing rate where the host is
+    (:func:`back_to_back`).
+
+``one_at_a_time``  ("latency")
+    One call between a pair of events, the GPU idle before it (the host synchronises first):
+    the interval holds the host's issuing of the call and the GPU's running of it, the time
+    one call takes from its start to its result (:func:`one_at_a_time`).
+
 ``before(i)`` runs outside the timed interval (e.g. to poison an output), ``op(i)`` inside.
 ``per_call`` and ``queued`` return per-repetition milliseconds (callers report the median);
 ``loop`` returns the mean milliseconds per call.
@@ -38,6 +49,7 @@ Two ways to time a callable ``op(i)`` (``i`` = repetition, used to rotate inputs
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -250,3 +262,62 @@ def copy_bandwidth(
         "gbps": gbps(moved, samples.median),
         "queued": samples.queued,
     }
+
+
+# ``back_to_back``: a batch lasts at least this long (so that the events' resolution does not
+# matter), is at least one call and at most this many (well below the launch queue's depth)
+BATCH_MS = 0.5
+MAX_BATCH = 40
+
+
+def batch_size(ms_per_call: float) -> int:
+    """Calls a ``back_to_back`` batch holds for a call of ``ms_per_call`` (module constants)."""
+    if not ms_per_call or ms_per_call <= 0 or ms_per_call != ms_per_call:  # NaN too
+        return MAX_BATCH
+    return max(1, min(MAX_BATCH, math.ceil(BATCH_MS / ms_per_call)))
+
+
+def back_to_back(timer: Timer, op: Callable[[int], Any], reps: int, batch: int) -> Samples:
+    """Throughput: ``reps`` batches of ``batch`` calls back to back, each batch between one
+    pair of events; milliseconds a call per batch (module docstring). The calls are numbered
+    0, 1, 2, ... across batches, so that inputs rotate as in the other timings."""
+    if reps < 1 or batch < 1:
+        raise ValueError(f"reps {reps} / batch {batch}: must be positive")
+    cp = timer.cp
+    starts, ends = timer._events(reps), timer._events(reps)
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    i = 0
+    for r in range(reps):
+        starts[r].record()
+        for _ in range(batch):
+            op(i)
+            i += 1
+        ends[r].record()
+    host = (time.perf_counter() - t0) * 1e3
+    ends[-1].synchronize()
+    get = cp.cuda.get_elapsed_time
+    return Samples(tuple(float(get(s, e)) / batch for s, e in zip(starts, ends, strict=True)),
+                   queued=False, host_ms=host)
+
+
+def one_at_a_time(timer: Timer, op: Callable[[int], Any], reps: int) -> Samples:
+    """Latency: each call alone between a pair of events, the GPU idle before it (module
+    docstring); ``host_ms`` is the host's time issuing the calls, synchronisation excluded."""
+    if reps < 1:
+        raise ValueError(f"reps {reps}: must be positive")
+    cp = timer.cp
+    starts, ends = timer._events(reps), timer._events(reps)
+    device = cp.cuda.Device()
+    host = 0.0
+    for r in range(reps):
+        device.synchronize()
+        t0 = time.perf_counter()
+        starts[r].record()
+        op(r)
+        ends[r].record()
+        host += time.perf_counter() - t0
+    ends[-1].synchronize()
+    get = cp.cuda.get_elapsed_time
+    return Samples(tuple(float(get(s, e)) for s, e in zip(starts, ends, strict=True)),
+                   queued=False, host_ms=host * 1e3)

@@ -22,23 +22,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="benchmark generated schedules against cuSPARSE (needs a GPU but for --report and "
         "--fit-auto)",
         description=(
-            "Run specs x layouts x dtypes over a suite of matrices against cuSPARSE (CuPy's "
-            "A @ x) in the same process: CUDA events, warm-up, medians, outputs re-zeroed where a "
-            "schedule accumulates, inputs rotated when they fit in L2, a device-to-device copy "
-            "measured for the roofline. Writes JSON, and optionally a markdown table and a PNG "
-            "plot. Without SPEC, the spec library runs with a sweep of group sizes and work per "
-            "thread, plus the auto choice."
+            "Run specs x layouts x dtypes over suites of matrices against the strongest cuSPARSE "
+            "a CuPy user can reach (descriptors and buffers made once, every algorithm tried, "
+            "the best kept; preprocessing and SDDMM through nvmath-python where installed) and a "
+            "one-line second column (cupyx's A @ x / A @ B), in the same process: every result "
+            "checked within a rounding bound before it is timed, CUDA events, medians of device "
+            "time, throughput, latency and graph replays, inputs rotated when they fit in L2, a "
+            "device-to-device copy measured for the roofline. Writes JSON, and optionally a "
+            "markdown table and a PNG plot. Without SPEC, the spec library runs (SpMV with a "
+            "sweep of group sizes and work per thread, plus the auto choice; specs/spmm and "
+            "specs/sddmm for the dense suites)."
         ),
     )
     p.add_argument("specs", nargs="*", metavar="SPEC", help="spec files (default: specs/*.yaml)")
     p.add_argument(
         "--suite",
         action="append",
-        choices=["corpus", "large", "smoke"],
-        help="matrix suite (repeatable; default corpus unless -m/--synthetic are given)",
+        choices=list(bench.SUITES),
+        help="suite (repeatable; default corpus unless -m/--synthetic are given): SpMV on "
+        "corpus, large (four classes over a GB) or smoke (small copies); spmm and sddmm: that "
+        "kernel on the corpus and four synthetic classes of 2**20 rows, at every --widths",
     )
+    p.add_argument("--widths", action="append", default=[], metavar="[spmm:|sddmm:]W,...",
+                   help="dense widths: SpMM's N (default 8,32,128) and SDDMM's K (default "
+                   "32,128); W,... sets both, spmm:W,... or sddmm:W,... one (repeatable)")
     p.add_argument("-m", "--matrix", action="append", default=[], metavar="FILE",
-                   help="a Matrix Market file (repeatable)")
+                   help="a Matrix Market file (repeatable); single matrices run the kernels of "
+                   "the suites given, else of the specs given, else SpMV")
     p.add_argument("--synthetic", action="append", default=[], metavar="KIND:key=value,...",
                    help="a CPU-generated synthetic matrix (repeatable)")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
@@ -48,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="shrink the large synthetic matrices by F in (0, 1] (default 1)")
     p.add_argument("--dtype", action="append", choices=sorted(DTYPES),
                    help="value type (repeatable; default f32)")
-    p.add_argument("--layout", action="append", help="repeatable; default csr")
+    p.add_argument("--layout", action="append",
+                   help="SpMV layouts (repeatable; default csr); the dense suites run CSR")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a parameter in every spec that has it (repeatable)")
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
@@ -66,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-copies", type=int, default=32,
                    help="most input copies rotated to defeat the L2 cache (default 32)")
     p.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="start no new matrix after this long (the JSON says what was skipped)")
+                   help="start no new case after this long (the JSON says what was skipped)")
     p.add_argument("--block-threads", action="append", default=[], metavar="N[,N...]",
                    help="also time every variant at these thread-block sizes (label @tN)")
     p.add_argument("--source", action="append", default=[], metavar="LABEL=FILE",
@@ -119,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
             auto=not args.no_auto,
             block_threads=bench.parse_block_threads(args.block_threads),
             sources=bench.parse_sources(args.source),
+            widths=bench.parse_widths(args.widths),
             reps=args.reps,
             warmup=args.warmup,
             max_copies=args.max_copies,

@@ -1,0 +1,218 @@
+"""One SpMM or SDDMM case (a matrix, a dtype, a dense width): the best cuSPARSE, the second
+column and every generated variant, timed alike (:mod:`teaal_loops.bench.sides`).
+
+SpMM ``Z = A B`` takes B of ``cols x N``; SDDMM ``Z = C * (A B)`` (sampled at C's nonzeros,
+the case's matrix being C) takes A of ``rows x K`` and B of ``K x cols``. The dense operands
+are random in [-1, 1), seeded, C-ordered (row-major: what cuSPARSE's SpMM baseline describes
+as it is, and what the SDDMM baseline receives). A generated kernel gets each operand in the
+order its spec stores it (``rank-order``): where that is the transpose (``specs/sddmm`` keeps
+B as ``[N, K]``), a transposed copy is made once before timing, and the result says so
+(``operands``); the SDDMM baseline's ``BT_*`` layouts make the same copy inside each launch,
+its ``ROW`` and ``COL_T`` layouts need none, and the fastest of them is kept.
+
+Reference and bound (:mod:`teaal_loops.bench.cusparse.checks`): SpMM against cupyx's ``A @ B``
+within ``2 (n + 2) eps (|A| |B|)`` per entry (``n`` the row's nonzeros), SDDMM against a
+float64 computation within ``2 (K + 2) eps |C| (|A| |B|)``. Every baseline algorithm and every
+variant is checked, outputs poisoned with NaN first; a wrong variant is recorded as wrong and
+not timed. Outputs are allocated before timing (``call_dense(prepared, operands, out=...)``),
+so only the launch (and the zeroing an accumulating schedule needs) is timed, and the same
+call is captured in a CUDA graph for the replay timings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teaal_loops.bench import baselines, records, sides
+from teaal_loops.bench.context import Context
+from teaal_loops.bench.cusparse import checks
+from teaal_loops.bench.cusparse.choice import capture
+from teaal_loops.bench.suite import MatrixEntry
+from teaal_loops.bench.variants import Variant, prepare_variant
+
+INT32_MAX = 2**31 - 1
+CUPYX_SPMM = ("cupyx.scipy.sparse.csr_matrix @ B (cusparseSpMM; B copied to Fortran order and "
+              "descriptors made every call)")
+TORCH_SDDMM = ("torch.sparse.sampled_addmm on the same device arrays, then Z *= C's values "
+               "(cuSPARSE SDDMM inside PyTorch)")
+
+
+def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int,
+             loaded: Any, header: dict[str, Any]) -> dict[str, Any]:
+    """The case record of ``entry`` for ``kind`` (``spmm``, ``sddmm``) at ``width`` (N, K);
+    ``loaded`` is ``(indptr, indices, values, shape, stats)`` on the device, values already in
+    ``dtype`` (module docstring)."""
+    import cupyx.scipy.sparse as csp
+
+    cp, options = ctx.cp, ctx.options
+    indptr, indices, values, shape, _stats = loaded
+    rows, cols = shape
+    nnz = int(indices.size)
+    A0 = csp.csr_matrix((values, indices, indptr), shape=shape, copy=False)
+    seed = options.seed + 1
+    if kind == "spmm":
+        dense0: tuple[Any, ...] = (checks.random_dense(cp, (cols, width), dtype, seed),)
+        out_shape: tuple[int, ...] = (rows, width)
+        nbytes = checks.spmm_bytes(A0, width)
+    else:
+        dense0 = (checks.random_dense(cp, (rows, width), dtype, seed),
+                  checks.random_dense(cp, (width, cols), dtype, seed + 1))
+        out_shape = (nnz,)
+        nbytes = checks.sddmm_bytes(A0, width)
+    itemsize = int(values.itemsize)
+    working_set = (indptr.nbytes + indices.nbytes + values.nbytes
+                   + sum(int(d.nbytes) for d in dense0) + _count(out_shape) * itemsize)
+    copies = ctx.copies(working_set)
+    mats = [A0] + [csp.csr_matrix((values.copy(), indices.copy(), indptr.copy()), shape=shape)
+                   for _ in range(copies - 1)]
+    denses = [dense0] + [tuple(d.copy() for d in dense0) for _ in range(copies - 1)]
+    if kind == "spmm":
+        ref, bound = A0 @ dense0[0], checks.spmm_bound(cp, A0, dense0[0])
+    else:
+        ref, bound = checks.sddmm_reference(cp, A0, *dense0)
+
+    def check(got: Any) -> dict[str, Any]:
+        return checks.compare(cp, got, ref, bound)
+
+    case = {**header, "compulsory_bytes": nbytes, "working_set_bytes": working_set,
+            "copies": copies}
+    ctx.say(f"{entry.name} {kind} {width} {dtype}: cuSPARSE")
+    case["cusparse"] = _guarded(lambda: _best(ctx, kind, width, mats, denses, out_shape,
+                                              check, nbytes))
+    second = _guarded(lambda: _second(ctx, kind, width, mats, denses, out_shape, check, nbytes,
+                                      case["cusparse"]))
+    if second:
+        case["second"] = second
+    ctx.advance()
+    baseline_ms = records.baseline_kernel_ms(case)
+    results = []
+    for variant in options.variants_of(kind):
+        ctx.say(f"{entry.name} {kind} {width} {dtype}: {variant.label}")
+        result = records.guarded_variant(
+            variant, lambda v=variant: _time_variant(ctx, v, dtype, width, mats, denses, check,
+                                                     nbytes, baseline_ms))
+        ctx.forget(variant, dtype, mats)
+        results.append(result)
+        ctx.advance(records.variant_line(result))
+    case["results"] = results
+    records.add_speedups(case)
+    return case
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    total = 1
+    for n in shape:
+        total *= int(n)
+    return total
+
+
+def _guarded(measure: Any) -> dict[str, Any]:
+    try:
+        out: dict[str, Any] = measure()
+        return out
+    except Exception as exc:  # a missing library or a refusal: the case goes on without it
+        return {"error": sides.first_line(exc)}
+
+
+def _best(ctx: Context, kind: str, width: int, mats: list[Any], denses: list[Any],
+          out_shape: tuple[int, ...], check: sides.Check, nbytes: int) -> dict[str, Any]:
+    cp, options = ctx.cp, ctx.options
+    outs = [cp.zeros(out_shape, dtype=m.dtype) for m in mats]
+    if kind == "spmm":
+        bases = [baselines.make_spmm(m, width, d[0], o)
+                 for m, d, o in zip(mats, denses, outs, strict=True)]
+    else:
+        bases = [baselines.make_sddmm(m, width, d[0], d[1], o)
+                 for m, d, o in zip(mats, denses, outs, strict=True)]
+    operands = [(*d, o) for d, o in zip(denses, outs, strict=True)]
+    return baselines.best_cusparse(ctx.timer, bases, operands, check, reps=options.reps,
+                                   warmup=options.warmup, nbytes=nbytes,
+                                   copy_gbps=ctx.copy_gbps)
+
+
+def _second(ctx: Context, kind: str, width: int, mats: list[Any], denses: list[Any],
+            out_shape: tuple[int, ...], check: sides.Check, nbytes: int,
+            best: dict[str, Any]) -> dict[str, Any]:
+    """cupyx's ``A @ B`` for SpMM; for SDDMM PyTorch's, where the best is nvmath-python's and
+    PyTorch runs here (``{}``: no second column)."""
+    cp, options, k = ctx.cp, ctx.options, len(mats)
+    common: dict[str, Any] = {"reps": options.reps, "warmup": options.warmup, "copies": k,
+                              "nbytes": nbytes, "copy_gbps": ctx.copy_gbps}
+    if kind == "spmm":
+        return baselines.second_side(ctx.timer, lambda i: mats[i % k] @ denses[i % k][0],
+                                     what=CUPYX_SPMM, **common)
+    if best.get("library") == "torch" or baselines.libraries().get("torch") is not True:
+        return {}
+    outs = [cp.zeros(out_shape, dtype=m.dtype) for m in mats]
+    bases = [baselines.make_torch_sddmm(m, width, d[0], d[1], o)
+             for m, d, o in zip(mats, denses, outs, strict=True)]
+    return baselines.second_side(
+        ctx.timer, lambda i: bases[i % k].launch(*denses[i % k], outs[i % k]),
+        what=TORCH_SDDMM, output=outs[0], check=check, **common)
+
+
+def operand_orders(kernel: Any, dense: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[str]]:
+    """``dense`` (C-ordered, in the shapes the kernel's call takes: the einsum's index order)
+    arranged as the spec stores each operand, and a note per transposed copy."""
+    form = kernel.schedule.form
+    out, notes = [], []
+    for i, array in enumerate(dense):
+        ranks = tuple(form.operand_ranks[i]) if i < len(form.operand_ranks) else ()
+        stored = tuple(form.operand_storage[i]) if i < len(form.operand_storage) else ()
+        if len(ranks) == 2 and ranks[0] != ranks[1] and stored == ranks[::-1]:
+            out.append(array.T.copy().T)  # the transpose, C-ordered, viewed in the call's shape
+            notes.append(f"{form.operands[i]} stored [{', '.join(stored)}]: a transposed copy "
+                         "made once before timing")
+        else:
+            out.append(array)
+    return tuple(out), notes
+
+
+def _time_variant(ctx: Context, variant: Variant, dtype: str, width: int, mats: list[Any],
+                  denses: list[Any], check: sides.Check, nbytes: int,
+                  baseline_ms: float | None) -> dict[str, Any]:
+    timer, options, k = ctx.timer, ctx.options, len(mats)
+    kernel = ctx.kernel(variant, dtype)
+    prepared = prepare_variant(kernel, variant, mats)
+    p0 = prepared[0]
+    grid, block, space, time = kernel.dense_launch(p0, width)
+    out: dict[str, Any] = {
+        "schedule": kernel.kind,
+        "accumulates": bool(p0.accumulates),
+        "bound": records.bound_json(p0),
+        "dense_launch": {"blocks": int(grid[0]), "threads_per_block": int(block[0]),
+                         "dense_space": int(space), "dense_time": int(time)},
+    }
+    if p0.bound.index_bits == 32 and int(grid[0]) * int(block[0]) > INT32_MAX:
+        out["skipped"] = (f"launch of {int(grid[0]) * int(block[0])} threads overflows the "
+                          "kernels' 32-bit thread index")
+        return out
+    ops, notes = zip(*(operand_orders(kernel, d) for d in denses), strict=True)
+    if notes[0]:
+        out["operands"] = list(notes[0])
+    first = kernel.call_dense(p0, ops[0])  # compiles; the output in the spec's storage order
+    z0 = first.data if kernel.form == "sddmm" else first
+    outs = [ctx.cp.empty_like(z0) for _ in prepared]
+    outs[0].fill(float("nan"))  # poison: every entry the kernel fails to write shows
+    kernel.call_dense(p0, ops[0], out=outs[0])
+    if not records.checked(out, check(outs[0])):
+        return out
+
+    def op(i: int) -> None:
+        j = i % k
+        kernel.call_dense(prepared[j], ops[j], out=outs[j])
+
+    reps, out["probe_ms"], capped = sides.repetitions(timer, op, options.reps, baseline_ms)
+    if capped:
+        out["capped"] = True
+    warmup = 0 if capped else max(options.warmup, k)
+    out.update(sides.time_side(timer, op, reps, warmup))
+    out["graph"] = sides.graph_side(
+        timer, [_capturer(ctx.cp, op, j) for j in range(k)], outs[0], check, reps,
+        0 if capped else options.warmup)
+    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
+    return out
+
+
+def _capturer(cp: Any, op: Any, j: int) -> Any:
+    return lambda: capture(cp, lambda: op(j))
