@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from teaal_loops import auto
 from teaal_loops.bench import baselines, records, sides
 from teaal_loops.bench.context import Context
@@ -35,6 +37,7 @@ from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, prepare_variant
+from teaal_loops.matrix.limit_model import spmv_limits, x_gather_sectors_sorted
 
 INT32_MAX = 2**31 - 1
 CUPYX_WHAT = "cupyx.scipy.sparse.csr_matrix @ x (cusparseSpMV, descriptors made every call)"
@@ -62,7 +65,7 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
     nbytes = compulsory_bytes(rows, cols, int(indices.size), dtype,
                               offset_bytes=indptr.itemsize)
     case = {**header, "compulsory_bytes": nbytes, "working_set_bytes": working_set,
-            "copies": copies}
+            "copies": copies, "limit": _limit(ctx, indptr, indices, shape, dtype)}
     y_ref = mats[0] @ xs[0]
     bound = checks.spmv_bound(cp, mats[0], xs[0])
 
@@ -98,7 +101,21 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
         ctx.advance(records.variant_line(result))
     case["results"] = results
     records.add_speedups(case)
+    records.add_limit_fractions(case)
     return case
+
+
+def _limit(ctx: Context, indptr: Any, indices: Any, shape: Any, dtype: str) -> dict[str, Any]:
+    """The limit model of this matrix (teaal_loops.matrix.limit_model), its x-gather sectors
+    counted on the device, with this run's measured copy and L2 rates."""
+    rows, cols = shape
+    try:
+        sectors = x_gather_sectors_sorted(ctx.cp, indptr, indices, np.dtype(dtype).itemsize)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    lim = spmv_limits(rows, cols, sectors, int(indices.size), np.dtype(dtype).itemsize,
+                      int(indptr.itemsize), copy_gbps=ctx.copy_gbps, l2_gbps=ctx.l2_gbps)
+    return lim.as_dict()
 
 
 def _guarded(measure: Any) -> dict[str, Any]:

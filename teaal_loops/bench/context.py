@@ -55,12 +55,14 @@ class Context:
     """The shared state of one run (module docstring)."""
 
     def __init__(self, cp: Any, timer: Any, device: Any, options: BenchOptions,
-                 copy_gbps: float, progress: Progress | None) -> None:
+                 copy_gbps: float, progress: Progress | None, *,
+                 l2_gbps: float | None = None) -> None:
         self.cp = cp
         self.timer = timer
         self.device = device
         self.options = options
         self.copy_gbps = copy_gbps
+        self.l2_gbps = l2_gbps  # None: not measured (the limit model then uses its nominal)
         self.progress = progress
         self.kernels: dict[tuple[str, str], Any] = {}
 

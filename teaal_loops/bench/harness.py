@@ -20,7 +20,7 @@ import platform
 import time
 from typing import Any
 
-from teaal_loops.bench import baselines, case_dense, case_spmv, records, timing
+from teaal_loops.bench import baselines, case_dense, case_spmv, l2_probe, records, sides, timing
 from teaal_loops.bench.context import ROTATE_FACTOR, BenchOptions, Context, rotation_copies
 from teaal_loops.bench.loading import load_entry
 from teaal_loops.bench.progress import Progress
@@ -65,7 +65,8 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
     timer = timing.Timer(cp)
     started = time.perf_counter()
     doc = _document(cp, device, options, timer)
-    ctx = Context(cp, timer, device, options, float(doc["copy"]["gbps"]), progress)
+    ctx = Context(cp, timer, device, options, float(doc["copy"]["gbps"]), progress,
+                  l2_gbps=(doc.get("l2") or {}).get("gbps"))
     items = options.items()
     if progress:
         progress.start(sum(_steps(options, item) for item in items))
@@ -110,9 +111,18 @@ def _document(cp: Any, device: Any, options: BenchOptions, timer: Any) -> dict[s
         },
         "libraries": baselines.libraries(),
         "copy": timing.copy_bandwidth(cp, timer),
+        "l2": _l2(cp, timer),
         "cases": [],
         "incomplete": False,
     }
+
+
+def _l2(cp: Any, timer: Any) -> dict[str, Any]:
+    """The L2 read rate the limit model divides gathers by, or why it was not measured."""
+    try:
+        return l2_probe.l2_bandwidth(cp, timer)
+    except Exception as exc:  # a probe that cannot run here: the model falls back, saying so
+        return {"error": sides.first_line(exc)}
 
 
 def _steps(options: BenchOptions, item: PlanItem) -> int:

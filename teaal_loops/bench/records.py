@@ -91,6 +91,23 @@ def roof(nbytes: int, ms: float, copy_gbps: float) -> dict[str, Any]:
     return {"gbps": r.gbps, "copy_fraction": r.copy_fraction}
 
 
+def add_limit_fractions(case: dict[str, Any]) -> None:
+    """How close each timed result and the best cuSPARSE come to the case's limit model
+    (limit / device median: 1.0 is at the limit)."""
+    limit = case.get("limit") or {}
+    limit_us = limit.get("limit_us")
+    if not limit_us:
+        return
+
+    def fraction(record: dict[str, Any]) -> float | None:
+        ms = (record.get("kernel") or {}).get("median_ms")
+        return limit_us / (ms * 1e3) if ms and ms > 0 else None
+
+    for record in [case.get("cusparse") or {}, *case.get("results", [])]:
+        if record and "error" not in record:
+            record["of_limit"] = fraction(record)
+
+
 def add_speedups(case: dict[str, Any]) -> None:
     """Per timed result: the best cuSPARSE's medians over ours (``speedup``) and the second
     column's (``second_speedup``), for every way both sides were timed

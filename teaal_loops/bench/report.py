@@ -176,12 +176,12 @@ def _case_table(cases: list[dict[str, Any]]) -> list[str]:
     head = ("| matrix | dtype | rows | nnz | best cuSPARSE | its us: device / thr / lat "
             "| its graph thr us | best | our us: device / thr / lat | our graph thr us "
             "| x device / thr / lat | x graph | second: thr us | x second | GB/s | of copy "
-            "| auto / best |")
+            "| limit us (bound) | of limit: ours / cuSPARSE | auto / best |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for c in cases:
         if "error" in c:
             lines.append(f"| {c.get('matrix')} | - | - | - | error: {c['error']} |"
-                         + " |" * 12)
+                         + " |" * 14)
             continue
         cs = c.get("cusparse") or {}
         second = c.get("second") or {}
@@ -199,9 +199,20 @@ def _case_table(cases: list[dict[str, Any]]) -> list[str]:
             f" | {us(best.get('graph_ms'))} | {ratios} | {times(speed.get('graph'))} "
             f"| {us(median(second.get('throughput')))} | {times(x_second)} "
             f"| {rate(best.get('gbps'))} | {pct(best.get('copy_fraction'))} "
+            f"| {_limit_cell(c.get('limit'))} "
+            f"| {pct(best.get('of_limit'))} / {pct(cs.get('of_limit'))} "
             f"| {times(auto.get('over_best'))} |"
         )
     return lines
+
+
+def _limit_cell(limit: dict[str, Any] | None) -> str:
+    """The limit model's time and what binds it (teaal_loops.matrix.limit_model)."""
+    if not limit or "limit_us" not in limit:
+        return "-"
+    what = "L2" if str(limit.get("bound_by", "")).startswith("L2") else "DRAM"
+    nominal = "" if limit.get("bandwidths_measured") else ", nominal"
+    return f"{limit['limit_us']:.1f} ({what}{nominal})"
 
 
 def _variant_tables(cases: list[dict[str, Any]]) -> list[str]:

@@ -125,6 +125,7 @@ def summary_of(r: dict[str, Any]) -> dict[str, Any]:
     out["speedup"] = dict(r.get("speedup") or {})
     out["second_speedup"] = dict(r.get("second_speedup") or {})
     out["gbps"] = r.get("gbps")
+    out["of_limit"] = r.get("of_limit")
     out["copy_fraction"] = r.get("copy_fraction")
     return out
 

@@ -124,6 +124,37 @@ def x_gather_sectors(indptr: Any, indices: Any, value_bytes: int) -> int:
     return int(1 + np.count_nonzero(np.diff(key)))
 
 
+def x_gather_sectors_sorted(xp: Any, indptr: Any, indices: Any, value_bytes: int) -> int:
+    """:func:`x_gather_sectors` for rows whose indices are sorted (canonical CSR), in one pass
+    and in the arrays' own module ``xp`` (NumPy, or CuPy for a matrix on the device): a row's
+    sector count is 1 plus the number of times its sector changes."""
+    nnz = int(indptr[-1]) if len(indptr) > 1 else 0
+    if nnz == 0:
+        return 0
+    sector = indices[:nnz].astype(xp.int64) // (SECTOR_BYTES // value_bytes)
+    starts = xp.zeros(nnz, dtype=bool)
+    nonempty = indptr[:-1][indptr[1:] > indptr[:-1]]
+    starts[nonempty] = True
+    changes = xp.zeros(nnz, dtype=bool)
+    changes[1:] = sector[1:] != sector[:-1]
+    if bool(xp.any((indices[1:nnz] < indices[: nnz - 1]) & ~starts[1:])):
+        raise ValueError("the rows' column indices are not sorted: sectors not counted")
+    return int(xp.count_nonzero(starts | changes))
+
+
+def spmv_limits(rows: int, cols: int, sectors: int, nnz: int, value_bytes: int,
+                offset_bytes: int, *, copy_gbps: float | None, l2_gbps: float | None) -> Limits:
+    """:func:`limits` from counts already taken (the benchmarks count on the device)."""
+    return Limits(
+        compulsory_bytes=compulsory_bytes(rows, cols, nnz, value_bytes, offset_bytes),
+        sector_bytes=sectors * SECTOR_BYTES,
+        copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
+        l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
+        measured=copy_gbps is not None and l2_gbps is not None,
+        gathered_bytes=cols * value_bytes,
+    )
+
+
 def limits(A: Any, dtype: Any = "float32", *, copy_gbps: float | None = None,
            l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
     """The floors of SciPy CSR matrix ``A`` (module docstring); bandwidths default to the

@@ -85,12 +85,20 @@ def test_harness_end_to_end(fake_gpu: FakeEnv, tmp_path: Path) -> None:
         assert sum(1 for r in c["results"] if r.get("auto")) == 1
         assert c["auto"]["label"] == c["auto_choice"]["label"]
         assert c["copies"] >= 1 and c["compulsory_bytes"] > 0
+        # the limit model of the case, and how close each side comes to it
+        limit = c["limit"]
+        assert limit["compulsory_bytes"] == c["compulsory_bytes"] and limit["limit_us"] > 0
+        assert merge["of_limit"] == pytest.approx(
+            limit["limit_us"] / (merge["kernel"]["median_ms"] * 1e3))
+        assert cs["of_limit"] == pytest.approx(
+            limit["limit_us"] / (cs["kernel"]["median_ms"] * 1e3))
     # rotation: small matrices are copied (up to max_copies) so the L2 cannot hold them, and
     # every copy got a baseline of its own
     assert cases[0]["copies"] == 32
     assert cases[0]["stats"]["nnz"] == 4
     text = markdown(doc)
     assert "| pat | f32 |" in text and "CSR_ALG1" in text
+    assert "limit us (bound)" in text
 
 
 def test_time_budget_skips_matrices_and_says_so(fake_gpu: FakeEnv, tmp_path: Path) -> None:
