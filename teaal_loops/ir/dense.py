@@ -34,9 +34,8 @@ then for ``o = S/2, S/4, ..., 1`` every ``k0 < o`` adds ``p[k0] += p[k0 + o]``. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
