@@ -14,14 +14,17 @@ Every form of the one-sparse-operand family (:mod:`teaal_loops.ir.einsum`) runs 
   (atoms, D): the thread of atom ``a`` for dense index ``n``.
 * **SDDMM** ``Z[m, n] = C[m, n] * A[m, k] * B[k, n]``: ``y`` has one value per atom of the
   sampler ``C`` (its value times the dense product at its entry, K summed), ``owner`` has
-  shape (atoms, D) with D the summed rank K (each atom's K is summed by one thread).
+  shape (atoms, D) with D the summed rank K (each atom's K is summed by one thread, or by the
+  ``S`` threads of its worker when ``K0`` is in space, thread ``k0`` taking ``k = k0 mod S``).
 * **Transposed forms** (the sparse operand declared ``[K, M]``): functions taking the matrix
   take it as the spec declares it; the layout holds its transpose (:func:`sparse_operand`).
 
 The thread of (atom ``a``, dense index ``n``) is
 ``((o // G) * DS + n % DS) * G + o % G`` with ``o`` the schedule's own owner of ``a`` (worker
 times ``G`` plus lane), ``G`` the group size and ``DS`` the dense rank's space extent (1 when
-the rank is in time, always 1 for SDDMM): :mod:`teaal_loops.ir.dense`.
+the rank is in time; SDDMM's ``S`` with ``K0`` in space): :mod:`teaal_loops.ir.dense`. SDDMM's
+values here are float64 sums; the kernels add each atom's ``S`` partial sums in a shuffle tree
+(:func:`teaal_loops.ir.dense.lane_tree_sum`), and ``check`` compares within tolerances.
 """
 
 from __future__ import annotations
