@@ -235,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_sddmm_gr
     for (long long a = (long long)A.tile_begin(m) + lane; a < end; a += TEAAL_GROUP_SIZE) {
       // Every thread of the segment sums its k, the tree adds them, thread k0 = 0 stores.
       const value_t dot = teaal_k_sum(teaal_lane_dot(F, u_row, F.col(A.atom_col((offset_t)a)), k0), k_mask);
-      if (k0 == 0) y[(offset_t)a] = A.atom_val((offset_t)a) * dot;
+      if (k0 == 0) y[a] = A.atom_val((offset_t)a) * dot;
       if (TEAAL_TRACE) TEAAL_OWN((offset_t)a);
     }
   }

@@ -200,7 +200,7 @@ def test_s_of_one_renders_the_plain_kernel() -> None:
     """Group-mapped with G = 32 leaves S = 1: the kernel is the one without K0 in space."""
     lanes = render(_lanes_config("group_mapped", {}))
     assert "TEAAL_K_LANES" not in lanes and "__shfl" not in lanes
-    assert "y[(offset_t)a] = A.atom_val((offset_t)a) * F.dot(" in lanes
+    assert "y[a] = A.atom_val((offset_t)a) * F.dot(" in lanes
 
 
 # ---- nvcc -------------------------------------------------------------------------------------
