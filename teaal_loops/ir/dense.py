@@ -29,7 +29,8 @@ the shuffle tree's width would be, is known only at launch).
 The reduction order of a summed rank in space, which the kernel's values follow: thread
 ``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order;
 then for ``o = S/2, S/4, ..., 1`` every ``k0 < o`` adds ``p[k0] += p[k0 + o]``. For ``S = 4``:
-``(p0 + p2) + (p1 + p3)``. :func:`lane_tree_sum` computes it on the host.
+``(p0 + p2) + (p1 + p3)``. :func:`lane_tree_sum` computes it on the host. nvcc may fuse each
+product into the running sum (one rounding instead of two); the order of the terms is the same.
 """
 
 from __future__ import annotations
