@@ -203,6 +203,15 @@ def test_s_of_one_renders_the_plain_kernel() -> None:
     assert "y[a] = A.atom_val((offset_t)a) * F.dot(" in lanes
 
 
+@pytest.mark.parametrize("lanes", [2**61, 48])
+def test_a_huge_or_odd_bound_s_renders_at_once_and_fails_its_static_assert(lanes: int) -> None:
+    """generate binds nothing: the kernel text stays bounded and nvcc refuses it."""
+    source = render(_lanes_config("thread_mapped", {"S": lanes}))
+    assert f"#define TEAAL_K_LANES {lanes} " in source and "#define TEAAL_K_SEGMENT 0x00000000u" in source
+    assert "static_assert(TEAAL_K_LANES >= 2 && TEAAL_K_LANES <= 32" in source
+    assert len(source) < 40_000
+
+
 # ---- nvcc -------------------------------------------------------------------------------------
 
 
