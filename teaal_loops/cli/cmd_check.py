@@ -37,7 +37,6 @@ from teaal_loops.cli.common import (
     parse_params,
     parse_ranks,
 )
-from teaal_loops.errors import TeaalLoopsError
 from teaal_loops.ir import recognise_spmv
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import tile_view
@@ -260,12 +259,38 @@ def _gpu_dense_side(
     args: argparse.Namespace, A: Any, operands: list[Any], params: dict[str, int],
     bound: BoundSchedule,
 ) -> tuple[Any, ...]:
-    """The hook for SpMM and SDDMM on the GPU: run the kernel of ``args.spec`` on ``A`` (as the
-    spec declares it) and ``operands`` (``schedule.form.operands`` order, the dense rank of
-    size ``bound.dense_size``), and return its values (SpMM: M x D; SDDMM: one per atom), its
-    trace owners (atoms x D) and its binding. Not wired to the runtime yet."""
-    form = bound.schedule.form
-    raise TeaalLoopsError(
-        f"check --against gpu: the {form.kind} kernels are not run by check yet; use "
-        "--against simulate (the default)"
-    )
+    """SpMM and SDDMM on the GPU: run the kernel of ``args.spec`` on ``A`` (as the spec declares
+    it: the kernel transposes it itself for a transposed form) and ``operands`` (seeded, in
+    ``schedule.form.operands`` order and declaration axis order, the dense rank of size
+    ``bound.dense_size``). Returns its values (SpMM: M x D; SDDMM: one per atom, in the
+    layout's atom order, the kernel's output array itself), the trace build's owner of every
+    (atom, dense index) (``Kernel.trace_dense``: atoms x D, atom-major, the atoms of the
+    matrix the layout holds, ``A^T`` for a transposed form, in the layout's order: what
+    ``compare_owners`` reads), the kernel's binding for that size, and a label."""
+    kernel = pipeline.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
+    cupy = runtime.cupy_module()  # no GPU: one clear line (DeviceError)
+    prepared = kernel.prepare(A)
+    dense = _kernel_operands(kernel.schedule, operands)
+    if kernel.schedule.form.kind == "sddmm":
+        y = cupy.empty(prepared.bound.matrix.nnz, dtype=kernel.dtype)
+        kernel.call_dense(prepared, dense, out=y)  # the per-atom values, not a sparse matrix
+    else:
+        y = kernel.call_dense(prepared, dense)
+    owner = kernel.trace_dense(prepared, dense)
+    gpu_bound = bind(kernel.schedule, prepared.bound.matrix, None, kernel.params,
+                     dense_size=bound.dense_size)
+    values = cupy.asnumpy(y)
+    owners = np.asarray(cupy.asnumpy(owner), dtype=np.int64)
+    return values, owners, gpu_bound, f"GPU {kernel.dtype.name}"
+
+
+def _kernel_operands(schedule: Schedule, operands: list[Any]) -> tuple[Any, ...]:
+    """The dense operands in the axis order the kernels take (SpMM: ``B`` as ``(K, N)``;
+    SDDMM: ``(M, K)``, ``(K, N)``), from the declaration's axis order the check draws them in
+    (a ``B`` declared ``[N, K]`` is passed transposed: a view, read through its strides)."""
+    form = schedule.form
+    dense = form.dense
+    if (form.kind == "spmm" and dense is not None and form.operand_ranks
+            and form.operand_ranks[0][0] == dense.name):
+        return (np.asarray(operands[0]).T,)
+    return tuple(operands)

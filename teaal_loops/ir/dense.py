@@ -9,6 +9,13 @@ definitions see:
 * split by one ``uniform_shape(S)``: ``N1`` in time and ``N0`` in space (a worker's ``S``
   threads each loop over every ``S``-th element), or both in time.
 
+SDDMM's summed rank ``K`` goes in space only split, ``K: [uniform_shape(S)]`` with ``K0`` in
+space and ``K1`` in time, ``S`` a power of two of at most 32 compiled into the kernel
+(:func:`reduce_lanes`): the ``S`` threads of one (worker, atom) each sum every ``S``-th ``k``
+(``k = k1 * S + k0``, so one warp-wide load reads ``S`` neighbouring elements of the atom's row
+of ``A`` and column of ``B``), then add their partial sums with shuffles in a fixed tree and
+the segment's ``k0 = 0`` thread stores the atom's value (one writer: combine stays STORE).
+
 Within one thread the dense rank's loop runs outside the loop over the sparse operand's atoms
 whatever the spec's time order says: every output element is still summed over the same atoms
 in the same order by the same thread, so values and owners are those the spec's order gives.
@@ -16,15 +23,30 @@ The dense rank's space part is numbered after the worker's ranks and before a gr
 ``thread = (worker * DS + n0) * G + lane``, which puts neighbouring elements of a dense row in
 neighbouring threads (coalesced loads). A spec that orders the space ranks otherwise is
 refused, as is a dense rank in space on the chunked schedules (their blocks stage a share of
-atoms, not of threads) and a summed dense rank (SDDMM's K) in space.
+atoms, not of threads) and a summed dense rank (SDDMM's K) in space unsplit (its size, which
+the shuffle tree's width would be, is known only at launch).
+
+The reduction order of a summed rank in space, which the kernel's values follow: thread
+``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order;
+then for ``o = S/2, S/4, ..., 1`` every ``k0 < o`` adds ``p[k0] += p[k0 + o]``. For ``S = 4``:
+``(p0 + p2) + (p1 + p3)``. :func:`lane_tree_sum` computes it on the host. nvcc may fuse each
+product into the running sum (one rounding instead of two); the order of the terms is the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
+
+from teaal_loops.errors import ParameterError
 from teaal_loops.ir.mapping import MappingContext
-from teaal_loops.ir.model import DenseRank, GpuLevel, RankBinding
+from teaal_loops.ir.model import DenseRank, GpuLevel, RankBinding, Schedule
+
+WARP_SIZE = 32
+MAX_REDUCE_LANES = 32  # a summed rank's threads reduce by warp shuffles: at most a warp
 
 
 @dataclass(frozen=True)
@@ -56,10 +78,10 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
                 key_path=ctx.key("partitioning", name),
             )
         split = fns[0].size
-        if isinstance(split, str):
-            roles[split] = "dense_tile"
         names = (f"{name}1", f"{name}0")
     space = [r for r in names if r in ctx.space]
+    if isinstance(split, str):
+        roles[split] = "dense_lanes" if reduce and space else "dense_tile"
     time = [r for r in names if r in ctx.time]
     final = set(ctx.spec.final_ranks.get(ctx.output, ()))
     if reduce and shape.intermediate is not None and name not in final and not space:
@@ -83,12 +105,7 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
             key_path=ctx.key("spacetime", "space"),
         )
     if space and reduce:
-        raise ctx.refuse(
-            f"rank {space[0]} is in space, but {name} is summed per nonzero of "
-            f"{shape.matrix}: a reduction across threads is not generated; put {space[0]} "
-            "in time",
-            key_path=ctx.key("spacetime", "space"),
-        )
+        _check_reduce_split(ctx, name, split)
     bindings = tuple(
         RankBinding(
             r, name,
@@ -114,6 +131,88 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
         time=tuple(r for r in ctx.time if r not in names),
     )
     return LoweredDense(rank, bindings, roles, rest)
+
+
+def _check_reduce_split(ctx: MappingContext, name: str, split: int | str | None) -> None:
+    """A summed rank in space: split, ``S`` a power of two of at most 32 (module docstring)."""
+    shape = ctx.shape
+    if split is None:
+        raise ctx.refuse(
+            f"rank {name} is in space, but {name} is summed per nonzero of {shape.matrix}: "
+            f"split it, {name}: [uniform_shape(S)] with {name}0 in space and {name}1 in time "
+            f"(S a power of two <= {MAX_REDUCE_LANES}: the threads of {name}0 add their "
+            f"partial sums with warp shuffles), or put {name} in time",
+            key_path=ctx.key("spacetime", "space"),
+        )
+    if isinstance(split, int) and not _lanes_ok(split):
+        raise ctx.refuse(
+            f"{name}: [uniform_shape({split})] with {name}0 in space: the {split} threads that "
+            f"sum {name} reduce with warp shuffles, so the size must be a power of two <= "
+            f"{MAX_REDUCE_LANES}",
+            key_path=ctx.key("partitioning", name),
+        )
+
+
+def _lanes_ok(lanes: int) -> bool:
+    return 1 <= lanes <= MAX_REDUCE_LANES and lanes & (lanes - 1) == 0
+
+
+def default_reduce_lanes(group: int) -> int:
+    """``S`` when its parameter is unbound: the warp's threads left by a group of ``group``
+    lanes (32 for thread-mapped, ``32 / G`` for group-mapped; 1 for block groups)."""
+    return max(1, WARP_SIZE // group)
+
+
+def reduce_lanes(
+    schedule: Schedule, group: int, values: Mapping[str, int | None] | None = None
+) -> int:
+    """``S``, the threads that sum one atom's ``K`` (1 unless ``K0`` of SDDMM is in space),
+    as the kernel compiles it: the literal or the parameter's value bound when lowering, else
+    :func:`default_reduce_lanes`. ``values`` (a binding's parameters) must agree with it, since
+    the kernel's shuffle tree is fixed at compile time. Refused, naming ``S``: not a power of
+    two <= 32, or ``S * G`` past a warp (the segment of a group-mapped worker)."""
+    dense = schedule.form.dense
+    if dense is None or not dense.reduce or dense.space is None or dense.split is None:
+        return 1
+    key = f"mapping.partitioning.{schedule.output}.{dense.name}"
+    split = dense.split
+    compiled = schedule.param_value(split)
+    lanes = default_reduce_lanes(group) if compiled is None else compiled
+    given = values.get(split) if values is not None and isinstance(split, str) else None
+    if given is not None and given != lanes:
+        raise ParameterError(
+            f"{split} = {given}: the threads that sum {dense.name} ({dense.name}0) are compiled "
+            f"into the kernel as {lanes}; bind {split} when the spec is lowered (--param, "
+            f"x-teaal-loops.params or compile(params=...))",
+            key_path=key,
+        )
+    if not _lanes_ok(lanes):
+        raise ParameterError(
+            f"{split} = {lanes}: the threads that sum {dense.name} reduce with warp shuffles; "
+            f"it must be a power of two <= {MAX_REDUCE_LANES}",
+            key_path=key,
+        )
+    if lanes > 1 and lanes * group > WARP_SIZE:
+        raise ParameterError(
+            f"{split} = {lanes} threads over {dense.name} x {group} lanes a group = "
+            f"{lanes * group} threads a worker: they reduce with warp shuffles, so the product "
+            f"must be at most {WARP_SIZE}; bind a smaller {split} or group size",
+            key_path=key,
+        )
+    return lanes
+
+
+def lane_tree_sum(partials: Any) -> Any:
+    """The kernel's reduction of a summed rank's ``S`` partial sums (last axis, ``S`` a power
+    of two), in its order and in the partials' dtype: ``p[j] += p[j + o]`` for
+    ``o = S/2, ..., 1`` (module docstring)."""
+    p = np.array(partials, copy=True)
+    width = p.shape[-1]
+    offset = width // 2
+    while offset:
+        p[..., :offset] = p[..., :offset] + p[..., offset:2 * offset]
+        offset //= 2
+    return p[..., 0]
 
 
 def _extent(rank: str, name: str, split: int | str | None) -> str:

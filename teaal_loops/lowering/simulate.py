@@ -14,14 +14,17 @@ Every form of the one-sparse-operand family (:mod:`teaal_loops.ir.einsum`) runs 
   (atoms, D): the thread of atom ``a`` for dense index ``n``.
 * **SDDMM** ``Z[m, n] = C[m, n] * A[m, k] * B[k, n]``: ``y`` has one value per atom of the
   sampler ``C`` (its value times the dense product at its entry, K summed), ``owner`` has
-  shape (atoms, D) with D the summed rank K (each atom's K is summed by one thread).
+  shape (atoms, D) with D the summed rank K (each atom's K is summed by one thread, or by the
+  ``S`` threads of its worker when ``K0`` is in space, thread ``k0`` taking ``k = k0 mod S``).
 * **Transposed forms** (the sparse operand declared ``[K, M]``): functions taking the matrix
   take it as the spec declares it; the layout holds its transpose (:func:`sparse_operand`).
 
 The thread of (atom ``a``, dense index ``n``) is
 ``((o // G) * DS + n % DS) * G + o % G`` with ``o`` the schedule's own owner of ``a`` (worker
 times ``G`` plus lane), ``G`` the group size and ``DS`` the dense rank's space extent (1 when
-the rank is in time, always 1 for SDDMM): :mod:`teaal_loops.ir.dense`.
+the rank is in time; SDDMM's ``S`` with ``K0`` in space): :mod:`teaal_loops.ir.dense`. SDDMM's
+values here are float64 sums; the kernels add each atom's ``S`` partial sums in a shuffle tree
+(:func:`teaal_loops.ir.dense.lane_tree_sum`), and ``check`` compares within tolerances.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from teaal_loops.errors import ValidationError
-from teaal_loops.ir.model import BoundSchedule, GpuLevel, Schedule
+from teaal_loops.ir.model import BoundSchedule, GpuLevel, RankBinding, Schedule
 from teaal_loops.layouts import TileView, tile_view
 from teaal_loops.matrix import as_csr
 from teaal_loops.schedules import schedule_definition
@@ -328,10 +331,7 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     space order): tile levels by coordinate, lanes and chunks by position. A dense space rank
     (``N``, or ``N0`` of a split ``N``) names the slot ``coord mod DS`` of the worker's
     threads: thread ``((o // G) * DS + slot) * G + o % G``."""
-    ranks = sorted(
-        (r for r in bound.schedule.ranks if r.space_index is not None),
-        key=lambda r: r.space_index or 0,
-    )
+    ranks = _space_order(bound.schedule)
     names = [r.name for r in ranks]
     if len(space) != len(names):
         raise ValidationError(
@@ -349,3 +349,18 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     g, ds = bound.group_size, bound.dense_space
     slot = int(coord[0] if isinstance(coord, tuple) else coord) % ds
     return ((own // g) * ds + slot) * g + own % g
+
+
+def _space_order(schedule: Schedule) -> list[RankBinding]:
+    """The space ranks in the spec's space order (the order of a stamp's pairs). A dense space
+    rank's ``space_index`` counts in the spec's whole space list; the sparse mapping's ranks
+    were lowered without it, so a lane after it (group-mapped's ``N0`` in
+    ``[M, K0, N0]``) carries the index it has in that shorter list: sort the others, then put
+    the dense rank back at its own index."""
+    space = [r for r in schedule.ranks if r.space_index is not None]
+    dense = [r for r in space if r.level is GpuLevel.DENSE]
+    rest = sorted((r for r in space if r.level is not GpuLevel.DENSE),
+                  key=lambda r: r.space_index or 0)
+    for r in dense:
+        rest.insert(min(r.space_index or 0, len(rest)), r)
+    return rest

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from teaal_loops.errors import ParameterError
+from teaal_loops.ir.dense import reduce_lanes
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.schedules.registry import schedule_definition
 from teaal_loops.types import INT32_MAX, DeviceInfo, Launch, MatrixShape, ceil_div, index_bits
@@ -57,7 +58,8 @@ def _bind_dense(
     bound: BoundSchedule, values: Mapping[str, int | None], dense_size: int | None
 ) -> BoundSchedule:
     """The dense rank's extents (:class:`teaal_loops.ir.model.DenseRank`), and a launch that
-    gives each worker ``DS`` threads (times its lanes)."""
+    gives each worker ``DS`` threads (times its lanes). SDDMM's summed ``K`` in space has
+    ``DS = S`` (:func:`teaal_loops.ir.dense.reduce_lanes`: compiled in, checked here)."""
     dense = bound.schedule.form.dense
     if dense is None:
         return bound
@@ -67,7 +69,10 @@ def _bind_dense(
     params = dict(bound.params)
     if dense.split is not None:
         split = dense.split if isinstance(dense.split, int) else values.get(dense.split)
-        if split is None:
+        if dense.reduce and dense.space:
+            # SDDMM's K0 in space: S threads reduce by shuffles, S compiled into the kernel
+            split = reduce_lanes(bound.schedule, bound.group_size, values)
+        elif split is None:
             split = size if dense.space else 1  # one tile: all of N in space (or in time)
         if split < 1:
             raise ParameterError(f"{dense.split} = {split}: must be positive")
