@@ -15,6 +15,7 @@ from teaal_loops.cli.common import (
     parse_params,
     parse_ranks,
 )
+from teaal_loops.cli.distributed import add_explain_options, explain_lines, explain_report
 from teaal_loops.lowering import (
     bound_json,
     explain_text,
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_matrix_options(p, required=False)
     p.add_argument("--layout", help="override the layout the spec's format selects")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_explain_options(p)
     p.set_defaults(func=run)
 
 
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     ranks = parse_ranks(args.rank)
     schedule = load_schedule(args.spec, params=parse_params(args.param), layout=args.layout)
     dense_size = dense_size_for(schedule, ranks)
-    bound = sim = None
+    bound = sim = A = None
     name = None
     if args.matrix or args.synthetic:
         name, A = load_matrix_from_args(args)
@@ -63,12 +65,17 @@ def run(args: argparse.Namespace) -> int:
         rows, cols = (A.shape[1], A.shape[0]) if schedule.form.transposed else A.shape
         operands = dense_operands(bound, rows, cols, seed=0, low=0.0)
         sim = simulate(bound, A, *operands)
+    dist = explain_report(args, schedule, A, dense_size)  # --ranks P: the distributed plan
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:
             out["matrix"] = {"name": name, **bound_json(bound)}
             out["load_balance"] = sim.stats.as_dict()
+        if dist is not None:
+            out["distributed"] = dist
         print(json.dumps(out, indent=2, sort_keys=False))
     else:
         print(explain_text(schedule, bound, sim))
+        if dist is not None:
+            print(explain_lines(dist))
     return 0
