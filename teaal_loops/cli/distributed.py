@@ -25,6 +25,7 @@ from teaal_loops.cli.common import (
     parse_ranks,
 )
 from teaal_loops.distributed import plan as dplan
+from teaal_loops.distributed.device import select_device
 from teaal_loops.distributed.exchange import gather_rows
 from teaal_loops.distributed.model import H100, H200, Fabric
 from teaal_loops.distributed.partition import MAX_PARTS
@@ -134,6 +135,7 @@ def run_distributed(args: argparse.Namespace) -> int:
             width = dense or DEFAULT_DENSE_SIZE
     world = detect_world()
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
+    select_device(world)  # before anything touches a GPU: this rank's own
     name, A = load_matrix_from_args(args)
     if isinstance(kernel, pipeline.AutoKernel):
         kernel = kernel.kernel_for(A)

@@ -54,11 +54,12 @@ def select_device(world: World) -> Any:
 
 
 def check_unique_id(value: Any) -> tuple[int, ...]:
-    """The broadcast unique id: exactly 128 signed bytes, else a DistributedError."""
+    """The broadcast unique id: exactly 128 bytes (CuPy gives C ``char`` values: signed on
+    x86-64, unsigned on ARM), else a DistributedError."""
     if (
         not isinstance(value, (list, tuple))
         or len(value) != UNIQUE_ID_BYTES
-        or not all(isinstance(v, int) and -128 <= v <= 127 for v in value)
+        or not all(isinstance(v, int) and -128 <= v <= 255 for v in value)
     ):
         raise DistributedError("the NCCL unique id broadcast by rank 0 is malformed")
     return tuple(value)

@@ -188,7 +188,9 @@ def launcher_world(environ: Mapping[str, str]) -> World:
     if not store or not Path(store).is_dir():
         raise DistributedError(f"{ENV_STORE}={store[:80]!r} is not a directory: start ranks with "
                                "teaal-loops launch")
-    timeout = float(environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S) or DEFAULT_TIMEOUT_S)
+    timeout = DEFAULT_TIMEOUT_S
+    if environ.get(ENV_TIMEOUT):
+        timeout = float(_int_var(environ, ENV_TIMEOUT, 1, 86400))
     channel = FileChannel(store, rank, size, timeout_s=timeout)
     return World(rank, size, local_rank, local_size, device, channel, "launch")
 

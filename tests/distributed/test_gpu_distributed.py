@@ -4,6 +4,7 @@ distributed result within the Wilkinson bound of float64 and of the single-GPU k
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,18 @@ def test_two_ranks_spmm(exchange: str) -> None:
                 "specs/spmm/lanes_over_n.yaml", "--synthetic", MATRIX, "--rank", "N=8",
                 "--distributed", "--rigorous", "--exchange", exchange, "--repeat", "5"])
     assert "Verdict: NOT_A_BUG" in out and "SingleGPU: agrees" in out
+
+
+def test_calibration_fits_the_links() -> None:
+    _two_gpus()
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "teaal_loops.distributed.launch", "-n", "2", "--timeout", "300",
+         "--", sys.executable, "-m", "teaal_loops.distributed.calibrate", "--repeat", "5",
+         "--max-bytes", str(1 << 22)],
+        capture_output=True, text=True, timeout=400, cwd=REPO, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ranks"] == 2 and len(doc["sizes"]) >= 5
+    assert doc["allgather_fit"]["beta_gbs"] > 1 and doc["halo_fit"]["beta_gbs"] > 1

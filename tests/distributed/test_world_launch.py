@@ -12,6 +12,7 @@ import pytest
 
 from teaal_loops.distributed import DistributedError
 from teaal_loops.distributed import world as w
+from teaal_loops.distributed.device import check_unique_id
 from teaal_loops.distributed.launch import launch, main, parse_devices, rank_environment
 
 
@@ -105,3 +106,10 @@ def test_launch_command_line_refuses_a_missing_command(capsys: pytest.CaptureFix
                                                        ) -> None:
     assert main(["-n", "2", "--"]) == 2
     assert "no command" in capsys.readouterr().err
+
+
+def test_a_malformed_nccl_unique_id_is_refused() -> None:
+    assert check_unique_id([-128, 255] + [0] * 126) == (-128, 255, *([0] * 126))
+    for bad in (None, [0] * 127, [0] * 127 + [256], [0] * 127 + ["1"]):
+        with pytest.raises(DistributedError, match="unique id"):
+            check_unique_id(bad)
