@@ -11,7 +11,8 @@ operation. A link is ``alpha + bytes / beta``:
 * **halo** (grouped point-to-point sends and receives): rank ``r`` receives its ghosts and sends
   what its peers need, over NVLink to peers on its node and over the network to the others,
   both at once: ``T_r = a_op + peers_r a_step + max(intra_r s / beta_nvl, inter_r s / beta_net)
-  + pack_r``, where ``intra_r``/``inter_r`` are the larger of the entries sent and received
+  + pack_r``, where ``peers_r`` counts the ranks it sends to or receives from (one connection
+  each), ``intra_r``/``inter_r`` are the larger of the entries sent and received
   over each link and ``pack_r`` gathers the sent entries into a contiguous buffer (read and
   write, at the device's memory bandwidth). The exchange ends when the slowest rank's does:
   ``T_halo = max_r T_r``.

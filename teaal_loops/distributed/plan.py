@@ -165,7 +165,8 @@ def report_lines(doc: Mapping[str, Any]) -> list[str]:
         f"  halo:      {max(v['halo_recv_entries'], default=0)} entries at most by one rank "
         f"({v['halo_total_entries'] * b} bytes in all), modelled {doc['model_halo_us']:.1f} us",
         f"  chosen:    {doc['exchange']}{' (asked for)' if doc['forced'] else ''}",
-        f"Model ({fabric['nodes']} node(s) of {fabric['gpus_per_node']} {fabric['device']}; "
+        f"Model ({fabric['nodes']} node(s), up to {fabric['gpus_per_node']} {fabric['device']} a "
+        f"node; "
         f"{fabric['intra']}; {fabric['inter']}): product {doc['model_product_us']:.1f} us, "
         f"one GPU {doc['model_single_gpu_us']:.1f} us, speedup {doc['model_speedup']:.2f}x",
     ]
