@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from teaal_loops.cli.common import (
     add_matrix_options,
@@ -15,6 +16,7 @@ from teaal_loops.cli.common import (
     parse_params,
     parse_ranks,
 )
+from teaal_loops.cli.distributed import add_explain_options, explain_lines, explain_report
 from teaal_loops.lowering import (
     bound_json,
     explain_text,
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_matrix_options(p, required=False)
     p.add_argument("--layout", help="override the layout the spec's format selects")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_explain_options(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     ranks = parse_ranks(args.rank)
     schedule = load_schedule(args.spec, params=parse_params(args.param), layout=args.layout)
     dense_size = dense_size_for(schedule, ranks)
-    bound = sim = None
+    bound = sim = A = None
     name = None
     if args.matrix or args.synthetic:
         name, A = load_matrix_from_args(args)
@@ -64,19 +67,8 @@ def run(args: argparse.Namespace) -> int:
         rows, cols = (A.shape[1], A.shape[0]) if schedule.form.transposed else A.shape
         operands = dense_operands(bound, rows, cols, seed=0, low=0.0)
         sim = simulate(bound, A, *operands)
-    lim = what = None
-    if bound is not None:
-        held = sparse_operand(schedule, A).tocsr()
-        offset = bound.index_bits // 8
-        what = f"float32 {schedule.form.kind.upper().replace('SPMV', 'SpMV')}"
-        if schedule.form.kind == "spmv":
-            lim = limits(held, "float32", offset_bytes=offset)
-        elif schedule.form.kind == "spmm":
-            what = f"float32 SpMM, N={bound.dense_size}"
-            lim = spmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
-        else:
-            what = f"float32 SDDMM, K={bound.dense_size}"
-            lim = sddmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
+    lim, what = _limit(schedule, bound, A) if bound is not None else (None, None)
+    dist = explain_report(args, schedule, A, dense_size)  # --ranks P: the distributed plan
     if args.json:
         out = schedule_json(schedule)
         if bound is not None and sim is not None:
@@ -84,9 +76,26 @@ def run(args: argparse.Namespace) -> int:
             out["load_balance"] = sim.stats.as_dict()
         if lim is not None:
             out["limit_model"] = {"dtype": "float32", **lim.as_dict()}
+        if dist is not None:
+            out["distributed"] = dist
         print(json.dumps(out, indent=2, sort_keys=False))
     else:
         print(explain_text(schedule, bound, sim))
         if lim is not None:
             print("\n".join(limit_lines(lim, what or "")))
+        if dist is not None:
+            print(explain_lines(dist))
     return 0
+
+
+def _limit(schedule: Any, bound: Any, A: Any) -> tuple[Any, str]:
+    """The limit model of the matrix the layout holds, for this form (float32)."""
+    held = sparse_operand(schedule, A).tocsr()
+    offset = bound.index_bits // 8
+    if schedule.form.kind == "spmm":
+        lim = spmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
+        return lim, f"float32 SpMM, N={bound.dense_size}"
+    if schedule.form.kind == "sddmm":
+        lim = sddmm_limits(held, bound.dense_size, "float32", offset_bytes=offset)
+        return lim, f"float32 SDDMM, K={bound.dense_size}"
+    return limits(held, "float32", offset_bytes=offset), "float32 SpMV"

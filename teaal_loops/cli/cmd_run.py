@@ -21,6 +21,7 @@ from teaal_loops.cli.common import (
     padding_limit,
     parse_params,
 )
+from teaal_loops.cli.distributed import add_run_options, run_distributed
 from teaal_loops.errors import ParameterError
 from teaal_loops.runtime import backend, validation
 from teaal_loops.schedules.binding import DEFAULT_DENSE_SIZE
@@ -75,10 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "random, seeded by --seed",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="schedule, launch, bandwidth")
+    add_run_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.distributed:
+        return run_distributed(args)
     if args.repeat < 1 or args.warmup < 0:
         raise ParameterError("--repeat must be at least 1 and --warmup at least 0")
     dtype = DTYPES[args.dtype]

@@ -1,0 +1,211 @@
+"""``run --distributed`` and ``explain --ranks P``: the command line of teaal_loops.distributed.
+
+``teaal-loops run SPEC ... --distributed`` is one rank of a distributed product, started by
+``mpiexec -n P`` (mpi4py) or ``teaal-loops launch -n P`` (one host, no MPI); alone it is a
+world of one. Every rank reads the matrix, plans the partition and the exchange the same way,
+joins NCCL, and runs its shard with the spec's generated kernel; rank 0 prints. ``explain
+--ranks P`` prints the same plan on the CPU: the partition, each shard's load, both
+exchanges' volumes and modelled times, the choice (docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from teaal_loops import pipeline, runtime
+from teaal_loops.cli.common import (
+    DTYPES,
+    dense_size_for,
+    load_matrix_from_args,
+    parse_params,
+    parse_ranks,
+)
+from teaal_loops.distributed import plan as dplan
+from teaal_loops.distributed.device import select_device
+from teaal_loops.distributed.exchange import gather_rows
+from teaal_loops.distributed.model import H100, H200, Fabric
+from teaal_loops.distributed.partition import MAX_PARTS
+from teaal_loops.distributed.run import device_product, owned_block, time_phases
+from teaal_loops.distributed.world import World, detect_world
+from teaal_loops.errors import ParameterError
+from teaal_loops.ir.model import Schedule
+from teaal_loops.runtime import validation
+from teaal_loops.schedules.binding import DEFAULT_DENSE_SIZE
+from teaal_loops.spec import load_spec
+from teaal_loops.spec.model import Extensions
+
+EXCHANGE_CHOICES = ("auto", "allgather", "halo")
+
+
+# -- options --------------------------------------------------------------------------------
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("distributed (docs/distributed.md)")
+    group.add_argument(
+        "--distributed", action="store_true",
+        help="run as one rank of a row-partitioned product: start P ranks with "
+        "'mpiexec -n P teaal-loops run ...' or 'teaal-loops launch -n P -- run ...'",
+    )
+    group.add_argument(
+        "--exchange", choices=EXCHANGE_CHOICES, default="auto",
+        help="how x is exchanged: the cost model's choice (auto), or force one",
+    )
+
+
+def add_explain_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("distributed (docs/distributed.md)")
+    group.add_argument("--ranks", type=int, default=None, metavar="P",
+                       help="also plan a product over P ranks: partition, load, exchange")
+    group.add_argument("--exchange", choices=EXCHANGE_CHOICES, default="auto",
+                       help="with --ranks: force an exchange (default: the model's choice)")
+    group.add_argument("--gpus-per-node", type=int, default=8, metavar="N",
+                       help="with --ranks: GPUs a node in the model (default 8)")
+    group.add_argument("--gpu", choices=["h100", "h200"], default="h200",
+                       help="with --ranks: the GPU of the model (default h200)")
+
+
+def _ranks_count(value: int | None, option: str) -> int:
+    if value is None or not 1 <= value <= MAX_PARTS:
+        raise ParameterError(f"{option} {value}: must be in 1..{MAX_PARTS}")
+    return value
+
+
+# -- explain --ranks ------------------------------------------------------------------------
+def explain_report(
+    args: argparse.Namespace, schedule: Schedule, A: Any, dense_size: int | None
+) -> dict[str, Any] | None:
+    """The plan of ``explain --ranks P`` (None without ``--ranks``)."""
+    if args.ranks is None:
+        return None
+    ranks = _ranks_count(args.ranks, "--ranks")
+    if A is None:
+        raise ParameterError("--ranks needs a matrix: -m FILE or --synthetic KIND:...")
+    if not 1 <= args.gpus_per_node <= MAX_PARTS:
+        raise ParameterError(f"--gpus-per-node {args.gpus_per_node}: must be in 1..{MAX_PARTS}")
+    fabric = Fabric(gpus_per_node=args.gpus_per_node, device=H100 if args.gpu == "h100" else H200)
+    value_bytes = np.dtype(DTYPES[getattr(args, "dtype", None) or "f32"]).itemsize
+    width = 1 if schedule.form.dense is None else (dense_size or DEFAULT_DENSE_SIZE)
+    return dplan.explain(
+        schedule, A, ranks, params=parse_params(args.param), value_bytes=value_bytes,
+        width=width, fabric=fabric, exchange=args.exchange,
+    )
+
+
+def explain_lines(doc: dict[str, Any]) -> str:
+    return "\n".join(dplan.report_lines(doc))
+
+
+# -- run --distributed ----------------------------------------------------------------------
+def _kernel(args: argparse.Namespace, dtype: str, params: dict[str, int]) -> Any:
+    spec = load_spec(args.spec)
+    if args.schedule == "auto":
+        spec = dataclasses.replace(
+            spec, extensions=dataclasses.replace(spec.extensions or Extensions(), schedule="auto")
+        )
+    return pipeline.compile(
+        spec, layout=args.layout, dtype=dtype, params=params, padding_limit=args.padding_limit
+    )
+
+
+def _operand(cols: int, dtype: str, seed: int, width: int | None) -> Any:
+    if width is None:
+        return validation.random_vector(cols, dtype, seed)
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (cols, width)).astype(dtype)
+
+
+def run_distributed(args: argparse.Namespace) -> int:
+    """One rank of ``run --distributed`` (module docstring)."""
+    if args.repeat < 1 or args.warmup < 0:
+        raise ParameterError("--repeat must be at least 1 and --warmup at least 0")
+    dtype = DTYPES[args.dtype]
+    params = parse_params(args.param)
+    kernel = _kernel(args, dtype, params)
+    width = None
+    if isinstance(kernel, pipeline.AutoKernel):  # auto chooses among SpMV kernels
+        if args.rank:
+            raise ParameterError("--rank: schedule auto runs SpMV specs, which have no dense rank")
+    else:
+        dplan.check_form(kernel.schedule)
+        dense = dense_size_for(kernel.schedule, parse_ranks(args.rank))
+        if kernel.schedule.form.dense is not None:
+            width = dense or DEFAULT_DENSE_SIZE
+    world = detect_world()
+    runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
+    select_device(world)  # before anything touches a GPU: this rank's own
+    name, A = load_matrix_from_args(args)
+    if isinstance(kernel, pipeline.AutoKernel):
+        kernel = kernel.kernel_for(A)
+    device = runtime.device_info()
+    fabric = Fabric(gpus_per_node=world.local_size,
+                    device=H100 if "H100" in device.name.upper() else H200)
+    plan = dplan.plan_product(
+        kernel.schedule, A, world.size, params=kernel.params,
+        value_bytes=kernel.dtype.itemsize, width=width or 1, fabric=fabric,
+        exchange=args.exchange,
+    )
+    product = device_product(world, kernel, A, plan, width=width)
+    cupy = runtime.cupy_module()
+    x = _operand(A.shape[1], dtype, args.seed, width)
+    x_own = cupy.asarray(owned_block(x, plan, world.rank))
+    y_own = product.new_output()
+    y_own.fill(float("nan"))  # rows the product fails to write stay NaN and count as errors
+    product(x_own, y_own)
+    y = gather_rows(product.exchange.transport, plan.partition, y_own, width=width)
+    y_host = y.get() if world.rank == 0 else None
+    times = time_phases(product, x_own, y_own, repeat=args.repeat, warmup=args.warmup)
+    every = world.channel.allgather(times.as_dict())
+    if world.rank == 0:
+        _print_run(args, world, name, A, plan, every)
+        _print_checks(args, kernel, A, x, y_host, width)
+    world.channel.barrier()  # the others wait while rank 0 validates
+    return 0
+
+
+def _print_run(args: argparse.Namespace, world: World, name: str, A: Any,
+               plan: dplan.ProductPlan, every: list[dict[str, float]]) -> None:
+    part = plan.partition
+    print(f"Matrix: {name}")
+    print(f"Dimensions: {A.shape[0]} x {A.shape[1]} ({A.nnz})")
+    print(f"Ranks: {world.size} ({world.launcher}; {world.local_size} on this host)")
+    print(f"Partition: imbalance max/mean {part.imbalance:.4f} (schedule cost, "
+          f"G = {part.group_size})")
+    print(f"Exchange: {plan.choice.reason}")
+    print(f"Elapsed (ms): {max(t['product_ms'] for t in every):.6f}")
+    if args.verbose:
+        print("  rank  product_ms  exchange_ms  diag_ms  offd_ms   ghosts")
+        for r, t in enumerate(every):
+            print(f"  {r:>4} {t['product_ms']:>11.4f} {t['exchange_ms']:>12.4f} "
+                  f"{t['diag_ms']:>8.4f} {t['offd_ms']:>8.4f} {plan.plans[r].ghosts:>8}")
+
+
+def _print_checks(args: argparse.Namespace, kernel: Any, A: Any, x: Any, y: Any,
+                  width: int | None) -> None:
+    """Rank 0: the distributed result against float64 (``--validate``, ``--rigorous``) and
+    against one GPU running the same kernel on the whole matrix, within the Wilkinson bound."""
+    if not (args.validate or args.rigorous):
+        return
+    dtype = kernel.dtype.name
+    if width is None:
+        report = validation.rigorous(A, x, y, dtype)
+        bound = validation.wilkinson_bound(A, x, dtype)
+    else:
+        report = validation.spmm_check(A, x, y, dtype)
+        bound = None
+    if args.validate:
+        print(f"Errors: {report.naive_mismatches}")
+    if args.rigorous:
+        for line in report.lines():
+            print(line)
+    single = kernel(A, runtime.cupy_module().asarray(x)).get()
+    if bound is None:  # SpMM: each one within its bound of the reference
+        agree = validation.spmm_check(A, x, single, dtype).gpu_overruns == 0
+        print(f"SingleGPU: {'agrees' if agree and report.gpu_overruns == 0 else 'DISAGREES'} "
+              "(both within the Wilkinson bound of float64)")
+        return
+    diff = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(single, dtype=np.float64))
+    apart = int(np.count_nonzero(~(diff <= 2 * bound)))
+    print(f"SingleGPUDisagreements: {apart} (rows further apart than twice the Wilkinson bound)")

@@ -1,0 +1,44 @@
+"""The exchange protocol with real MPI processes over host buffers (``mpiexec -n 2`` and
+``-n 3``): plans negotiated over MPI equal the whole matrix's, and the distributed SpMV and
+SpMM (SciPy standing in for the generated kernel; halo and allgather) equal the
+single-process product on every rank (tests/distributed/mpi_rank.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.distributed.conftest import find_mpiexec
+
+RANK_PROGRAM = Path(__file__).with_name("mpi_rank.py")
+MPI_CASES = [
+    (2, "rmat", 3000, 30000, 1),
+    (3, "banded", 3000, 30000, 2),
+    (3, "emptyrows", 800, 6000, 3),
+    (3, "uniform", 2, 3, 0),  # more ranks than rows: a rank owns nothing
+]
+
+
+@pytest.mark.parametrize(("ranks", "kind", "rows", "nnz", "seed"), MPI_CASES)
+def test_protocol_under_mpiexec(ranks: int, kind: str, rows: int, nnz: int, seed: int) -> None:
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        pytest.skip("mpiexec not found: pip install '.[test]' installs it (the mpich wheel)")
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed: pip install '.[test]'")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env["NCCL_NVLS_ENABLE"] = "0"
+    proc = subprocess.run(
+        [mpiexec, "-n", str(ranks), sys.executable, str(RANK_PROGRAM), kind, str(rows),
+         str(nnz), str(seed)],
+        capture_output=True, text=True, timeout=60, env=env, cwd=REPO,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for r in range(ranks):
+        assert f"rank {r}/{ranks}: OK" in out, out
