@@ -136,10 +136,10 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
   // column n of B and of the output.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
-  const offset_t teaal_slot = teaal_thread % dense_space;
+  const offset_t teaal_dense_slot = teaal_thread % dense_space;
   const offset_t teaal_worker_thread = teaal_thread / dense_space;
   for (offset_t step = 0; step < dense_time; ++step) {
-    const offset_t n = step * dense_space + teaal_slot;
+    const offset_t n = step * dense_space + teaal_dense_slot;
     if (n >= dense_n) break;  // the same for every lane of a group
     const XVec x{x_data + n * x_stride_n, x_stride_k};
     const YVec y{y_data + n * y_stride_n, y_stride_m};

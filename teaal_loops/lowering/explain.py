@@ -110,7 +110,14 @@ def explain_text(
     combine = "every atom adds atomically to its output row, output zeroed first" if (
         layout.scatters
     ) else definition.combine_text
-    if s.form.kind == "sddmm":
+    if s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.space:
+        d = s.form.dense
+        combine = (
+            f"the {d.split} threads of an atom's (worker, lane) each sum every "
+            f"{d.split}-th {d.name}, add their sums by shuffles (p[k0] += p[k0 + o], "
+            f"o = {d.split}/2 .. 1) and thread {d.space} = 0 writes the atom's value"
+        )
+    elif s.form.kind == "sddmm":
         combine = f"each atom's value is written by its owner, which sums {_dense_name(s)}"
     lines.append(f"combine:   {combine}")
     lines.extend(definition.explain_lines(s))
