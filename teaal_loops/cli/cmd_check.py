@@ -148,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
             args, A, operands, params, bound, addend, scalars
         )
     else:  # a module attribute: tests replace it
-        sim = lowering.simulate(bound, A, *operands, *addend, scalars=scalars)
+        extra = {"scalars": scalars} if scalars else {}
+        sim = lowering.simulate(bound, A, *operands, *addend, **extra)
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}
     print(f"parameters: {', '.join(f'{k}={v}' for k, v in sizes.items()) or 'none'}")
