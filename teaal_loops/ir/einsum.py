@@ -47,7 +47,7 @@ SUPPORTED_FORMS = (
     "SpMV Z[m] = A[m, k] * B[k]; transposed SpMV Z[m] = A[k, m] * B[k]; "
     "SpMM Z[m, n] = A[m, k] * B[k, n] (and A[k, m]); "
     "SDDMM Z[m, n] = C[m, n] * A[m, k] * B[k, n] (or T1 = A * B; Z = C * T1); "
-    "an epilogue Z = a * T1 + b * C after a product (any names; one sparse 2-D operand)"
+    "an epilogue Z = a * T1 + b * C after SpMV or SpMM (any names; one sparse 2-D operand)"
 )
 
 

@@ -161,9 +161,8 @@ def _epilogue(spec: Spec, shape: SpmvShape) -> ScalarEpilogue | None:
 
     ``Z`` is elementwise in the product: each element is updated once by one thread of a
     second kernel, whatever ``Z``'s mapping says, so its mapping cannot change a value. A
-    partitioning of ``Z`` (ranks the epilogue kernel would not honour) is refused, as are a
-    scalar named like a keyword of the kernel's call and an addend that is also an operand of
-    the product (it is passed on its own, after the product's operands)."""
+    partitioning of ``Z`` (ranks the epilogue kernel would not honour) is refused, as is a
+    scalar named like a keyword of the kernel's call."""
     epi = shape.epilogue
     if epi is None:
         return None
@@ -183,21 +182,9 @@ def _epilogue(spec: Spec, shape: SpmvShape) -> ScalarEpilogue | None:
                 f"called, where {', '.join(RESERVED_SCALARS)} are taken: rename it",
                 key_path=where,
             )
+    # The addend is indexed like Z, so the parser has given it Z's ranks (indices follow the
+    # declaration order): it is neither the sparse operand nor the product's dense one.
     addend = epi.addend
-    if addend is not None:
-        taken = {shape.matrix, *(d.name for d in shape.dense)}
-        if addend.name in taken:
-            raise unsupported(
-                spec, f"the addend {addend.name} of {epi.text} is also an operand of the "
-                f"product {shape.einsum.text}: not generated", key_path=where,
-            )
-        wanted = tuple(spec.declaration.get(epi.output, ()))
-        if addend.ranks != wanted:
-            raise unsupported(
-                spec, f"the addend {addend.name} is declared [{', '.join(addend.ranks)}], "
-                f"{epi.output} [{', '.join(wanted)}]: they must have the same ranks",
-                key_path=f"einsum.declaration.{addend.name}",
-            )
     return ScalarEpilogue(
         output=epi.output,
         alpha=epi.alpha,

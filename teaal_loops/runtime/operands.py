@@ -263,7 +263,8 @@ def epilogue_addend(cupy: Any, value: Any, dtype: np.dtype[Any], z: Any,
 def _overlap(a: Any, b: Any) -> bool:
     """Whether the byte ranges two strided arrays span intersect."""
     def span(x: Any) -> tuple[int, int]:
-        lo = hi = int(x.data.ptr)
+        ptr = getattr(getattr(x, "data", None), "ptr", None)  # CuPy; NumPy on the CPU
+        lo = hi = int(ptr if ptr is not None else x.__array_interface__["data"][0])
         for n, s in zip(x.shape, x.strides, strict=True):
             if n > 1:
                 lo, hi = (lo + (n - 1) * s, hi) if s < 0 else (lo, hi + (n - 1) * s)

@@ -57,6 +57,17 @@ mapping:
 """
 
 
+# name -> the same product and mapping without the epilogue (one einsum, output Z)
+PLAIN: dict[str, str] = {}
+
+
+def _without_epilogue(text: str) -> str:
+    """The product alone: T1 renamed Z, the epilogue einsum and C dropped."""
+    lines = [line for line in text.splitlines()
+             if not line.startswith(("    - Z[", "    C:", "    Z:", "  rank-order:"))]
+    return "\n".join(lines).replace("T1", "Z") + "\n"
+
+
 def _spmv(epilogue: str, partitioning: list[str], order: str, space: str, time: str) -> str:
     return _SPMV.format(
         epilogue=epilogue, partitioning="".join(f"      {p}\n" for p in partitioning).rstrip(),
@@ -119,6 +130,8 @@ SPECS = {
         "MK1, MK0, N", "MK1", "MK0, N",
     ),
 }
+
+PLAIN.update({name: _without_epilogue(text) for name, text in SPECS.items()})
 
 # Small bindings of every parameter above (tile sizes nest; group sizes are powers of two).
 PARAMS: dict[str, dict[str, int]] = {
