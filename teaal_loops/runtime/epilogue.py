@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from teaal_loops.codegen.config import EPILOGUE_BLOCK_THREADS, EPILOGUE_KERNEL
+from teaal_loops.errors import UnsupportedMappingError
 from teaal_loops.runtime import backend
 from teaal_loops.runtime.device_matrix import check_device_vector, to_device_vector
 from teaal_loops.runtime.graphs import capture_launch
@@ -130,6 +131,17 @@ def _function(prepared: Any) -> Any:
         fn = backend.get_function(prepared.source, EPILOGUE_KERNEL)
         prepared._functions["epilogue"] = fn
     return fn
+
+
+def refuse_product_only(schedule: Any, what: str) -> None:
+    """``what`` runs the product alone: refused (one line) for a spec with an epilogue, whose
+    map ``Z = a * T1 + b * C`` it would silently drop."""
+    epi = schedule.form.epilogue
+    if epi is not None:
+        raise UnsupportedMappingError(
+            f"{what} runs the product alone, but {schedule.spec_name} ends with the epilogue "
+            f"{epi.text}: compile the product's einsum on its own for it"
+        )
 
 
 def launch_epilogue(

@@ -24,17 +24,12 @@ from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.layouts import get_layout
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, epilogue
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
     check_device_vector,
     converter,
     to_device_vector,
-)
-from teaal_loops.runtime.epilogue import (
-    call_with_epilogue,
-    capture_with_epilogue,
-    launch_into_with_epilogue,
 )
 from teaal_loops.runtime.graphs import CapturedLaunch, capture_launch
 from teaal_loops.runtime.matrix_cache import DEFAULT_CAPACITY, MatrixCache, content_arrays
@@ -243,7 +238,8 @@ class Kernel:
         return fn
 
     def launch(self, prepared: PreparedMatrix, x: Any, y: Any, owner: Any = None) -> None:
-        """One raw launch: no checks, no zeroing, no synchronisation (for benchmarks).
+        """One raw launch of the product (a scalar epilogue is :meth:`launch_into`'s): no
+        checks, no zeroing, no synchronisation (for benchmarks).
 
         ``x`` and ``y`` must be contiguous CuPy vectors of the kernel's dtype; for accumulating
         schedules the caller zeroes ``y`` first (see :meth:`zero_output`, or use
@@ -291,7 +287,7 @@ class Kernel:
         check_device_vector(self._cp(), x, self.dtype, prepared.shape.cols, "x")
         check_device_vector(self._cp(), y, self.dtype, prepared.shape.rows, "y")
         if self._epilogue is not None or addend or scalars:
-            launch_into_with_epilogue(self, prepared, x, y, addend, scalars)
+            epilogue.launch_into_with_epilogue(self, prepared, x, y, addend, scalars)
             return
         self.zero_output(prepared, y)
         self.launch(prepared, x, y)
@@ -305,7 +301,7 @@ class Kernel:
         both vectors alive while it lives. A scalar epilogue's ``C`` and scalars follow as for
         :meth:`launch_into`: the graph holds both launches and the scalars' values."""
         if self._epilogue is not None or addend or scalars:
-            return capture_with_epilogue(self, A, x, y, addend, scalars, stream)
+            return epilogue.capture_with_epilogue(self, A, x, y, addend, scalars, stream)
         return capture_launch(self, self.warm_up(A), x, y, stream=stream)
 
     def new_output(self, prepared: PreparedMatrix) -> Any:
@@ -341,7 +337,7 @@ class Kernel:
         PreparedMatrix, or any matrix, which is prepared once and remembered. A scalar
         epilogue ``Z = a * T1 + b * C``: ``kernel(A, x, C, a=2.0, b=0.5)`` (scalars by name)."""
         if self._epilogue is not None or scalars:
-            return call_with_epilogue(self, A, (x, *more), out, scalars)
+            return epilogue.call_with_epilogue(self, A, (x, *more), out, scalars)
         if more or self.schedule.form.kind != "spmv":
             return self.call_dense(A, (x, *more), out=out)
         prepared = self.prepared_for(A)
@@ -385,7 +381,7 @@ class Kernel:
         thread of every (atom, dense index), atom-major (the product alone). A scalar
         epilogue's addend ends ``operands``; ``scalars`` maps its scalars' names to values."""
         if (self._epilogue is not None and owner is None) or scalars:
-            return call_with_epilogue(self, A, operands, out, scalars or {})
+            return epilogue.call_with_epilogue(self, A, operands, out, scalars or {})
         if self.schedule.form.kind == "spmv":
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: call kernel(A, x)")
         prepared = self.prepared_for(A)
@@ -451,7 +447,8 @@ class Kernel:
     def linear_operator(self, A: Any, *, dtype: object = None) -> Any:
         """``A`` as a ``cupyx.scipy.sparse.linalg.LinearOperator`` whose products run this
         kernel, for ``cg``, ``gmres``, ``minres``, ``eigsh``, ``lobpcg`` (see
-        :func:`teaal_loops.runtime.operator.linear_operator`)."""
+        :func:`teaal_loops.runtime.operator.linear_operator`). Refused with an epilogue."""
+        epilogue.refuse_product_only(self.schedule, "kernel.linear_operator")
         return linear_operator(self, self.prepared_for(A), dtype=dtype)
 
     def trace(self, A: Any, x: Any) -> Any:

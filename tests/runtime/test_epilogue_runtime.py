@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import teaal_loops.runtime.kernel as kernel_module
+import teaal_loops.runtime.epilogue as epilogue_module
 from teaal_loops import pipeline
 from teaal_loops.codegen.config import EPILOGUE_KERNEL
 from teaal_loops.errors import MatrixError
@@ -218,7 +218,7 @@ def test_a_spec_without_an_epilogue_keeps_its_path(epilogue_gpu: FakeGpu,
     def refuse(*args: Any) -> Any:
         raise AssertionError("the epilogue path ran for a spec without an epilogue")
 
-    monkeypatch.setattr(kernel_module, "call_with_epilogue", refuse)
+    monkeypatch.setattr(epilogue_module, "call_with_epilogue", refuse)
     kernel = pipeline.compile(LIBRARY / "thread_mapped.yaml")
     np.testing.assert_allclose(kernel(A, X), A @ X, rtol=1e-5, atol=1e-6)
     assert kernel._epilogue is None
@@ -251,3 +251,11 @@ def test_the_kernel_source_is_the_one_file_with_both_kernels() -> None:
     source = _kernel("spmv_thread").source
     assert source.count("extern \"C\" __global__") == 2
     assert f"{EPILOGUE_KERNEL}(" in source
+
+
+def test_a_linear_operator_of_an_epilogue_spec_is_refused(epilogue_gpu: FakeGpu) -> None:
+    """Z = a * T1 + b * C is affine: an operator running the product alone would drop it."""
+    from teaal_loops.errors import UnsupportedMappingError
+
+    with pytest.raises(UnsupportedMappingError, match="runs the product alone, but"):
+        _kernel("spmv_scale").linear_operator(A)
