@@ -196,3 +196,23 @@ def test_run_validates_and_applies_the_rigorous_bound(
     assert rc == 0, out
     assert "Epilogue: a = " in out and "C dense" in out
     assert "Errors: 0" in out and "Verdict: NOT_A_BUG" in out
+
+
+@pytest.mark.parametrize("case", ["gemv", "spmv_merge"])
+def test_check_against_the_gpu_agrees(case: str, tmp_path: Any,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The reference's Z and owners against the kernel's (SpMV: check runs the GPU side)."""
+    if case in SPECS:
+        path = tmp_path / f"{case}.yaml"
+        path.write_text(SPECS[case])
+        params = [a for p, v in PARAMS[case].items() for a in ("--param", f"{p}={v}")]
+    else:
+        path = COMPILER / f"{case}.yaml"
+        if not path.exists():
+            pytest.skip(f"{path} absent: set TEAAL_LOOPS_CORPUS to the shared corpus")
+        params = []
+    rc = main(["check", str(path), "--synthetic", "emptyrows:rows=60,cols=40,nnz=300,seed=2",
+               "--against", "gpu", "--reference", "builtin", *params])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "values (GPU float32 vs reference): agree" in out and "result: AGREE" in out
