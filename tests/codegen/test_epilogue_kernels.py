@@ -455,3 +455,19 @@ def test_teaal_gemv_and_gemm_on_the_cpu(name: str) -> None:
     for A in MATRICES.values():
         run = run_on_cpu(schedule, A.T.tocsr(), "float32")  # as declared: [K, M]
         check_run(run, schedule, "float32")
+
+
+LAYOUT_CASES = [("spmv_thread", "coo"), ("spmv_thread", "ell"), ("spmv_thread", "dia"),
+                ("spmv_thread", "bcsr:2x2"), ("spmm_work", "coo"), ("spmm_work", "bcsr:2x2")]
+
+
+@needs_cxx
+@pytest.mark.parametrize(("name", "layout"), LAYOUT_CASES)
+def test_other_layouts_on_the_cpu(name: str, layout: str) -> None:
+    """The epilogue does not depend on the layout: padded (ELL, DIA), blocked (BCSR) and
+    coordinate (COO, atomics) products, then the same elementwise kernel."""
+    spec = load_spec_string(SPECS[name], source=f"{name}.yaml")
+    schedule = lower(spec, params=PARAMS[name], layout=layout)
+    assert schedule.layout == layout and schedule.form.epilogue is not None
+    run = run_on_cpu(schedule, MATRICES["rectangular"], "float64")
+    check_run(run, schedule, "float64")
