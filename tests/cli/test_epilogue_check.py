@@ -6,6 +6,7 @@ miscomputes the epilogue is caught; the NumPy oracle path applies the epilogue t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,6 @@ def test_a_simulation_without_the_epilogue_disagrees(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The product alone (alpha = beta = 1, no C) is not Z: the check says so."""
-    import dataclasses
 
     def product_only(real: Any, bound: Any, A: Any, operands: Any, kw: Any) -> Any:
         form = dataclasses.replace(bound.schedule.form, epilogue=None)
@@ -96,8 +96,6 @@ def test_a_simulation_without_the_epilogue_disagrees(
 def test_one_wrong_element_of_z_disagrees(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dataclasses
-
     def one_element_off(real: Any, bound: Any, A: Any, operands: Any, kw: Any) -> Any:
         result = real(bound, A, *operands, **kw)
         y = result.y.copy()

@@ -315,8 +315,7 @@ def run_on_cpu(schedule: Schedule, A: sp.csr_matrix, dtype: str, *, D: int = 3,
         if spmm and epi.addend_storage[0] != epi.addend_ranks[0]:
             c = np.asfortranarray(c)
     accumulate = schedule.combine.value == "atomic"
-    z = (np.zeros if accumulate else np.full)(zshape, *(() if accumulate else (np.nan,)),
-                                              dtype=value, order=z_order)
+    z = np.full(zshape, 0.0 if accumulate else np.nan, dtype=value, order=z_order)  # type: ignore[call-overload]
     nnz = view.shape.nnz
     arrays = {**host.arrays, "owner": np.full(nnz * (D if spmm else 1), -1, np.int32)}
     scalars: dict[str, Any] = {"rows": rows, "cols": cols, "nnz": nnz, **host.scalars}
@@ -383,11 +382,13 @@ MATRICES = _matrices()
 
 def check_run(run: Run, schedule: Schedule, dtype: str) -> None:
     value = np.dtype(dtype)
+    e = schedule.form.epilogue
+    assert e is not None
     assert not np.isnan(run.t1).any(), "an element of T1 was never written"
     # the epilogue, element by element, exactly as the template states it
-    expected = run.t1 * value.type(run.alpha) if schedule.form.epilogue.alpha else run.t1.copy()
+    expected = run.t1 * value.type(run.alpha) if e.alpha else run.t1.copy()
     if run.c is not None:
-        scaled = run.c * value.type(run.beta) if schedule.form.epilogue.beta else run.c
+        scaled = run.c * value.type(run.beta) if e.beta else run.c
         expected = expected + scaled
     assert expected.dtype == value
     np.testing.assert_array_equal(run.z, expected)
@@ -401,7 +402,7 @@ def check_run(run: Run, schedule: Schedule, dtype: str) -> None:
     operand = run.operand.astype(np.float64)
     extra = ([run.c] if run.c is not None else [])
     sim = simulate(run.bound, run.op.T if schedule.form.transposed else run.op, operand, *extra,
-                   scalars={n: 1.0 for n in schedule.form.epilogue.scalars})
+                   scalars={n: 1.0 for n in e.scalars})
     np.testing.assert_array_equal(run.owner, sim.owner.ravel())
 
 

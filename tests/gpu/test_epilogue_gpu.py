@@ -20,7 +20,7 @@ from teaal_loops.errors import MatrixError
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower, owners
 from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import validation
+from teaal_loops.runtime import Kernel, validation
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec_string
 from teaal_loops.types import DeviceInfo
@@ -82,8 +82,14 @@ def _alpha_beta(schedule: Any, scalars: dict[str, float]) -> tuple[float, float]
     return (scalars[e.alpha] if e.alpha else 1.0, scalars[e.beta] if e.beta else 1.0)
 
 
-def _device(cupy: Any, value: Any, dtype: str, order: str = "C") -> Any:
+def _device(cupy: Any, value: Any, dtype: str, order: Any = "C") -> Any:
     return cupy.asarray(np.asarray(value, dtype=dtype, order=order))
+
+
+def _compile(schedule: Any, dtype: str, params: dict[str, int]) -> Kernel:
+    kernel = pipeline.compile(schedule, dtype=dtype, params=params)
+    assert isinstance(kernel, Kernel)
+    return kernel
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -93,7 +99,7 @@ def test_values_within_the_bound_and_owners(case: str, matrix: str, dtype: str) 
     import cupy
 
     schedule = _schedule(case)
-    kernel = pipeline.compile(schedule, dtype=dtype, params=PARAMS.get(case, {}))
+    kernel = _compile(schedule, dtype, PARAMS.get(case, {}))
     A = MATRICES[matrix]
     width = 7
     op, operand, C, scalars = _inputs(schedule, A, dtype, width, seed=len(case))
@@ -106,7 +112,7 @@ def test_values_within_the_bound_and_owners(case: str, matrix: str, dtype: str) 
     if not kernel.accumulates:  # T1 is deterministic: the epilogue is exact to the bit
         plain_schedule = dataclasses.replace(
             schedule, form=dataclasses.replace(schedule.form, epilogue=None))
-        plain = pipeline.compile(plain_schedule, dtype=dtype, params=PARAMS.get(case, {}))
+        plain = _compile(plain_schedule, dtype, PARAMS.get(case, {}))
         t1 = plain(A, _device(cupy, operand, dtype)).get()
         dt = np.dtype(dtype).type
         want = dt(alpha) * t1 if schedule.form.epilogue.alpha else t1
@@ -115,7 +121,7 @@ def test_values_within_the_bound_and_owners(case: str, matrix: str, dtype: str) 
             want = want + (dt(beta) * c if schedule.form.epilogue.beta else c)
         np.testing.assert_array_equal(Z, want)
     # owners are the product's, as the simulation gives them
-    view = tile_view(kernel.layout, op)
+    view = tile_view(str(kernel.layout), op)
     spmm = schedule.form.kind == "spmm"
     bound = bind(kernel.schedule, view.shape, DeviceInfo.h100(), kernel.params,
                  dense_size=width if spmm else 1)
@@ -132,7 +138,7 @@ def test_launch_into_and_a_captured_graph(case: str) -> None:
     import cupy
 
     schedule = _schedule(case)
-    kernel = pipeline.compile(schedule, dtype="float32", params=PARAMS[case])
+    kernel = _compile(schedule, "float32", PARAMS[case])
     A = MATRICES["rmat"]
     op, operand, C, scalars = _inputs(schedule, A, "float32", 1, seed=4)
     x = _device(cupy, operand, "float32")
@@ -163,7 +169,7 @@ def test_out_in_column_major_order_and_the_errors() -> None:
     import cupy
 
     schedule = _schedule("spmm_thread")
-    kernel = pipeline.compile(schedule, dtype="float64", params=PARAMS["spmm_thread"])
+    kernel = _compile(schedule, "float64", PARAMS["spmm_thread"])
     A = MATRICES["uniform"]
     op, B, C, scalars = _inputs(schedule, A, "float64", 9, seed=1)
     out = cupy.full((A.shape[0], 9), float("nan"), order="F")
@@ -213,6 +219,7 @@ def test_check_against_the_gpu_agrees(case: str, tmp_path: Any,
         params = []
     rc = main(["check", str(path), "--synthetic", "emptyrows:rows=60,cols=40,nnz=300,seed=2",
                "--against", "gpu", "--reference", "builtin", *params])
-    out = capsys.readouterr().out
-    assert rc == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert rc == 0, out + captured.err
     assert "values (GPU float32 vs reference): agree" in out and "result: AGREE" in out

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import teaal_loops
 from teaal_loops.cli import main
 from teaal_loops.errors import UnsupportedMappingError
 from teaal_loops.ir import recognise_spmv
@@ -63,8 +65,10 @@ def test_in_repo_epilogue_specs_lower_to_their_schedule(name: str) -> None:
 
 
 def test_absent_factors_and_addend() -> None:
-    forms = {n: lower(load_spec_string(SPECS[n]), params=PARAMS[n]).form.epilogue
-             for n in ("spmv_group", "spmv_work", "spmv_scale", "spmm_group")}
+    forms: dict[str, Any] = {
+        n: lower(load_spec_string(SPECS[n]), params=PARAMS[n]).form.epilogue
+        for n in ("spmv_group", "spmv_work", "spmv_scale", "spmm_group")
+    }
     assert (forms["spmv_group"].alpha, forms["spmv_group"].beta) == (None, "b")
     assert (forms["spmv_work"].alpha, forms["spmv_work"].beta) == ("a", None)
     assert forms["spmv_scale"].addend is None and forms["spmv_scale"].scalars == ("a",)
@@ -127,7 +131,5 @@ def test_schedule_auto_with_an_epilogue_is_refused(
     text = SPECS["spmv_thread"] + "x-teaal-loops:\n  schedule: auto\n"
     err = _refused(tmp_path, capsys, text)
     assert "schedule: auto" in err and "epilogue" in err
-    import teaal_loops
-
     with pytest.raises(UnsupportedMappingError, match="plain SpMV kernels"):
         teaal_loops.compile(load_spec_string(text))

@@ -37,6 +37,7 @@ def _inputs(schedule: Any, A: Any, D: int = 4) -> tuple[Any, list[Any], Any]:
 def test_values_are_the_epilogue_of_the_product(name: str) -> None:
     schedule = lower(load_spec_string(SPECS[name]), params=PARAMS[name])
     e = schedule.form.epilogue
+    assert e is not None
     bound, operands, op = _inputs(schedule, A)
     scalars = {n: v for n, v in (("a", 1.75), ("b", -0.5)) if n in e.scalars}
     sim = simulate(bound, A, *operands, scalars=scalars)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import teaal_loops.runtime.epilogue as epilogue_module
 from teaal_loops import pipeline
 from teaal_loops.codegen.config import EPILOGUE_KERNEL
-from teaal_loops.errors import MatrixError
+from teaal_loops.errors import MatrixError, UnsupportedMappingError
 from teaal_loops.runtime import Kernel, backend
 from teaal_loops.runtime.operands import epilogue_arguments
 from teaal_loops.spec import load_spec_string
@@ -155,7 +155,7 @@ def test_launch_into_and_capture_hold_both_launches(epilogue_gpu: FakeGpu) -> No
     assert during == ["zero", "launch", "epilogue"]
     assert not any(what in ("compile",) or what.startswith("alloc")
                    for what, _, capturing in epilogue_gpu.log if capturing)
-    assert captured.addend == (C,)
+    assert captured.addend == (C,)  # type: ignore[attr-defined]
     for seed in range(2):
         x[...] = np.random.default_rng(seed).uniform(-1, 1, 30)
         captured.launch()
@@ -208,7 +208,7 @@ def test_an_addend_sharing_the_output_is_refused(epilogue_gpu: FakeGpu) -> None:
 
 
 def test_scalars_for_a_kernel_without_an_epilogue_are_refused(epilogue_gpu: FakeGpu) -> None:
-    kernel = pipeline.compile(LIBRARY / "thread_mapped.yaml")
+    kernel: Any = pipeline.compile(LIBRARY / "thread_mapped.yaml")
     with pytest.raises(MatrixError, match="has no epilogue and takes no scalars"):
         kernel(A, X, a=1.0)
 
@@ -219,7 +219,7 @@ def test_a_spec_without_an_epilogue_keeps_its_path(epilogue_gpu: FakeGpu,
         raise AssertionError("the epilogue path ran for a spec without an epilogue")
 
     monkeypatch.setattr(epilogue_module, "call_with_epilogue", refuse)
-    kernel = pipeline.compile(LIBRARY / "thread_mapped.yaml")
+    kernel: Any = pipeline.compile(LIBRARY / "thread_mapped.yaml")
     np.testing.assert_allclose(kernel(A, X), A @ X, rtol=1e-5, atol=1e-6)
     assert kernel._epilogue is None
 
@@ -255,7 +255,5 @@ def test_the_kernel_source_is_the_one_file_with_both_kernels() -> None:
 
 def test_a_linear_operator_of_an_epilogue_spec_is_refused(epilogue_gpu: FakeGpu) -> None:
     """Z = a * T1 + b * C is affine: an operator running the product alone would drop it."""
-    from teaal_loops.errors import UnsupportedMappingError
-
     with pytest.raises(UnsupportedMappingError, match="runs the product alone, but"):
         _kernel("spmv_scale").linear_operator(A)
