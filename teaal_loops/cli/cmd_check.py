@@ -9,6 +9,10 @@ every nonzero (times every dense index) is owned by the same thread: the referen
 stamps are mapped to threads through the IR's binding and compared with the simulation's (or
 the trace kernel's) owners. Exit status 0 when both agree, 1 when not.
 
+A spec ending with TeAAL's scalar epilogue (``Z = a * T1 + b * C``) also gets a seeded addend
+``C`` and seeded scalars, bound by their names in the spec for the reference; ``Z`` is
+compared, and owners are the product's (the reference's multiplies of ``T1``).
+
 The reference runs at Python speed: above ``--max-nnz`` multiplies (nonzeros for SpMV,
 nonzeros x D for SpMM and SDDMM; TeAAL's two-einsum SDDMM computes the whole dense product
 first) it is not run; the values are then compared with a NumPy/SciPy oracle and owners are
@@ -41,7 +45,7 @@ from teaal_loops.ir import recognise_spmv
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower
-from teaal_loops.lowering.simulate import operand_shape, sparse_operand
+from teaal_loops.lowering.simulate import operand_shape, rank_sizes, sparse_operand
 from teaal_loops.reference import compare_arrays, run_reference
 from teaal_loops.reference.compare import Comparison
 from teaal_loops.reference.execute import load_engine
@@ -121,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     bound = bind(schedule, operand_shape(schedule, A), params=params, dense_size=dense_size)
     held = sparse_operand(schedule, A)
     operands = dense_operands(bound, held.shape[0], held.shape[1], args.seed)
+    addend, scalars = _epilogue_inputs(schedule, bound, held.shape, args.seed)
 
     # a file name may hold line breaks and anything else: shown as one printable line
     print(f"spec: {comment(args.spec)} ({schedule.kind}{_form_words(schedule)})")
@@ -134,11 +139,16 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"dense: rank {schedule.form.dense.name} = {bound.dense_size}; operands {shown} "
               f"(seed {args.seed})")
+    if schedule.form.epilogue is not None:
+        print(_epilogue_line(schedule, addend, scalars, args.seed))
 
     if args.against == "gpu":
-        other_y, other_owner, bound, label = _gpu_side(args, A, operands, params, bound)
-    else:
-        sim = lowering.simulate(bound, A, *operands)  # a module attribute: tests replace it
+        other_y, other_owner, bound, label = _gpu_side(
+            args, A, operands, params, bound, addend, scalars
+        )
+    else:  # a module attribute: tests replace it
+        extra = {"scalars": scalars} if scalars else {}
+        sim = lowering.simulate(bound, A, *operands, *addend, **extra)
         other_y, other_owner, label = sim.y, sim.owner, "CPU simulation"
     sizes = {p: int(v) for p, v in bound.params.items()}
     print(f"parameters: {', '.join(f'{k}={v}' for k, v in sizes.items()) or 'none'}")
@@ -149,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             f"reference: skipped ({work} {what} > --max-nnz {args.max_nnz}: the HiFiber "
             "reference runs at Python speed); values checked against the NumPy oracle instead"
         )
-        cmp = _compare_values(schedule, held, _oracle(schedule, held, operands), other_y)
+        oracle = _with_epilogue(schedule, _oracle(schedule, held, operands), addend, scalars)
+        cmp = _compare_values(schedule, held, oracle, other_y)
         print(f"values ({label} vs NumPy oracle): {cmp.summary()}")
         print("owners: not checked (no reference run)")
         print("result: " + ("AGREE" if cmp.ok else "DISAGREE"))
@@ -158,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
     s = schedule
     ref_params = {p: sizes[p] for p in spec.parameters if p in sizes}
     ref_params.update({p: v for p, v in params.items() if p in spec.parameters})
-    tensors = {s.matrix: A, **dict(zip(_operand_names(s), operands, strict=True))}
+    tensors = {s.matrix: A, **dict(zip(_operand_names(s), operands, strict=True)), **scalars}
+    if s.form.epilogue is not None and s.form.epilogue.addend is not None:
+        tensors[s.form.epilogue.addend] = addend[0]
     result = run_reference(spec, tensors, params=ref_params, engine=args.reference)
     how = "the fibertree package" if result.engine == "fibertree" else "teaal_loops.fibers"
     print(f"reference: {result.engine} (HiFiber on {how}; {len(result.stamps)} multiplies)")
@@ -188,14 +201,16 @@ def _reference_work(
 ) -> tuple[int, str]:
     """How many multiplies the reference stamps (and dense output elements it fills)."""
     form = schedule.form
-    if form.dense is None:
-        return int(held.nnz), "nonzeros"
     rows, cols = held.shape
+    if form.dense is None:
+        return int(held.nnz) + (rows if form.epilogue else 0), "nonzeros"
     work = int(held.nnz) * dense_size
     if form.kind == "sddmm" and recognise_spmv(spec).intermediate is not None:
         work += rows * cols * dense_size  # TeAAL's T1 = A * B: the whole dense product
     if form.kind == "sddmm":
         work = max(work, rows * cols)  # its output is dense in the reference
+    if form.epilogue is not None:
+        work += rows * dense_size  # one update of every element of Z
     return work, f"reference multiplies ({held.nnz} nonzeros, {form.dense.name} = {dense_size})"
 
 
@@ -213,6 +228,51 @@ def _compare_values(schedule: Schedule, held: Any, expected: Any, got: Any) -> C
     values = expected[view.entries.row, view.entries.col]
     per_atom[view.entries.atom] = np.asarray(values, dtype=np.float64).ravel()
     return compare_arrays(per_atom, np.asarray(got).ravel())
+
+
+def _epilogue_inputs(
+    schedule: Schedule, bound: BoundSchedule, held: tuple[int, int], seed: int
+) -> tuple[list[Any], dict[str, float]]:
+    """A scalar epilogue's addend ``C`` (a list of one array, or empty) and scalars by name:
+    seeded, ``+-[0.5, 1.5)`` (no zeros, like the operands), the scalars exact in float32 so
+    that every dtype runs with the values the reference gets."""
+    epi = schedule.form.epilogue
+    if epi is None:
+        return [], {}
+    rng = np.random.default_rng([seed, 1])
+    scalars = {
+        name: float(np.float32(rng.uniform(0.5, 1.5) * rng.choice([-1.0, 1.0])))
+        for name in epi.scalars
+    }
+    if epi.addend is None:
+        return [], scalars
+    sizes = rank_sizes(schedule, held[0], held[1], bound.dense_size)
+    shape = tuple(sizes[r] for r in epi.addend_ranks)
+    size = int(np.prod(shape))
+    values = rng.uniform(0.5, 1.5, size=size) * rng.choice([-1.0, 1.0], size=size)
+    return [values.reshape(shape)], scalars
+
+
+def _epilogue_line(schedule: Schedule, addend: list[Any], scalars: dict[str, float],
+                   seed: int) -> str:
+    epi = schedule.form.epilogue
+    assert epi is not None
+    bound = [f"{n} = {v:.6g}" for n, v in scalars.items()]
+    if addend:
+        bound.append(f"{epi.addend} {' x '.join(map(str, np.shape(addend[0])))}")
+    return f"epilogue: {epi.text}; {', '.join(bound)} (seed {seed})"
+
+
+def _with_epilogue(schedule: Schedule, product: Any, addend: list[Any],
+                   scalars: dict[str, float]) -> Any:
+    """The oracle's ``Z = alpha * T1 + beta * C`` (the product alone without an epilogue)."""
+    epi = schedule.form.epilogue
+    if epi is None:
+        return product
+    z = np.asarray(product, dtype=np.float64) * (scalars[epi.alpha] if epi.alpha else 1.0)
+    if addend:
+        z = z + np.asarray(addend[0], dtype=np.float64) * (scalars[epi.beta] if epi.beta else 1.0)
+    return z
 
 
 def _oracle(schedule: Schedule, held: Any, operands: list[Any]) -> Any:
@@ -240,17 +300,18 @@ def _oracle(schedule: Schedule, held: Any, operands: list[Any]) -> Any:
 
 def _gpu_side(
     args: argparse.Namespace, A: Any, operands: list[Any], params: dict[str, int],
-    bound: BoundSchedule,
+    bound: BoundSchedule, addend: list[Any], scalars: dict[str, float],
 ) -> tuple[Any, ...]:
     """(values, owners, bound, label) of the GPU kernel: what the simulation gives, in the
-    same shapes (the dense forms: owners atoms x D, or flat atom-major)."""
+    same shapes (the dense forms: owners atoms x D, or flat atom-major). A scalar epilogue
+    runs after the product; owners are the product's."""
     if bound.schedule.form.kind != "spmv":
         return _gpu_dense_side(args, A, operands, params, bound)
     (x,) = operands
     kernel = pipeline.compile_for(args.spec, A, dtype=DTYPES[args.dtype], params=params)
     runtime.cupy_module()  # no GPU: one clear line (DeviceError)
     prepared = kernel.prepare(A)
-    y = kernel(prepared, x).get()
+    y = kernel(prepared, x, *addend, **scalars).get()
     owner = kernel.trace(prepared, x).get().astype(np.int64)
     return y, owner, prepared.bound, f"GPU {kernel.dtype.name}"
 

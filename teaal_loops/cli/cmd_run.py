@@ -1,4 +1,10 @@
-"""``teaal-loops run``: run a spec's kernel on a matrix, time it, optionally validate it."""
+"""``teaal-loops run``: run a spec's kernel on a matrix, time it, optionally validate it.
+
+A spec ending with TeAAL's scalar epilogue (``Z = a * T1 + b * C``) runs the product and the
+epilogue kernel on seeded operands: ``C`` and the scalars are drawn like the dense operands
+(the scalars rounded to the run's dtype, so the reference sees what the kernel gets), and the
+rigorous bound is the epilogue's (:func:`teaal_loops.runtime.validation.epilogue_check`).
+"""
 
 from __future__ import annotations
 
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     shape = prepared.shape
     print(f"Matrix: {name}")
     print(f"Dimensions: {shape.rows} x {shape.cols} ({shape.nnz})")
-    if kernel.form != "spmv":
+    if kernel.form != "spmv" or kernel.schedule.form.epilogue is not None:
         return run_dense(args, kernel, prepared, A)
     x = validation.random_vector(shape.cols, dtype, args.seed)
     xd = kernel.vector(prepared, x)
@@ -189,31 +195,42 @@ def dense_rank_size(kernel: Any, ranks: list[str]) -> int:
 
 
 def run_dense(args: argparse.Namespace, kernel: Any, prepared: Any, A: Any) -> int:
-    """SpMM / SDDMM: random dense operands, one checked call, timed calls, validation."""
+    """SpMM / SDDMM, or any form with an epilogue: random dense operands, one checked call,
+    timed calls, validation."""
     cupy = runtime.cupy_module()
     dtype = kernel.dtype
-    size = dense_rank_size(kernel, args.rank)
+    form = kernel.schedule.form
+    size = dense_rank_size(kernel, args.rank) if form.dense is not None else 1
     shape = prepared.shape
     rng = np.random.default_rng(args.seed)
-    if kernel.form == "spmm":
-        host: tuple[Any, ...] = (rng.uniform(-1, 1, (shape.cols, size)).astype(dtype),)
+    if kernel.form == "spmv":
+        host: tuple[Any, ...] = (validation.random_vector(shape.cols, dtype.name, args.seed),)
+    elif kernel.form == "spmm":
+        host = (rng.uniform(-1, 1, (shape.cols, size)).astype(dtype),)
     else:
         host = (rng.uniform(-1, 1, (shape.rows, size)).astype(dtype),
                 rng.uniform(-1, 1, (size, shape.cols)).astype(dtype))
-    operands = tuple(cupy.asarray(h) for h in host)
-    names = ", ".join(kernel.schedule.form.operands)
-    print(f"Form: {kernel.form} {kernel.schedule.form.text} ({names} dense, "
-          f"{kernel.schedule.form.dense.name}={size})")
-    result = kernel(prepared, *operands)
+    addend, scalars = _epilogue_operands(form, shape.rows, size, dtype, rng)
+    operands = tuple(cupy.asarray(h) for h in (*host, *addend))
+    names = ", ".join(form.operands or (kernel.schedule.vector,))
+    rank = f", {form.dense.name}={size}" if form.dense is not None else ""
+    print(f"Form: {kernel.form} {form.text} ({names} dense{rank})")
+    if form.epilogue is not None:
+        print("Epilogue: " + ", ".join(
+            [f"{n} = {v:.6g}" for n, v in scalars.items()]
+            + [f"{form.epilogue.addend} dense"] * bool(addend)
+        ))
+    result = kernel(prepared, *operands, **scalars)
     values = result.data if kernel.form == "sddmm" else result
     for _ in range(max(args.warmup, 1)):
-        kernel.call_dense(prepared, operands, out=values)
+        kernel.call_dense(prepared, operands, out=values, scalars=scalars)
     samples = Timer(cupy).queued(
-        lambda _: kernel.call_dense(prepared, operands, out=values), args.repeat
+        lambda _: kernel.call_dense(prepared, operands, out=values, scalars=scalars),
+        args.repeat,
     )
     print(f"Elapsed (ms): {samples.median:.6f}")
     if args.validate or args.rigorous:
-        report = _dense_report(kernel, A, host, result, dtype.name)
+        report = _dense_report(kernel, A, host, addend, scalars, result, dtype.name)
         if args.validate:
             print(f"Errors: {report.naive_mismatches}")
         if args.rigorous:
@@ -222,10 +239,36 @@ def run_dense(args: argparse.Namespace, kernel: Any, prepared: Any, A: Any) -> i
     return 0
 
 
-def _dense_report(kernel: Any, A: Any, host: Any, result: Any, dtype: str) -> Any:
+def _epilogue_operands(form: Any, rows: int, size: int, dtype: Any, rng: Any
+                       ) -> tuple[tuple[Any, ...], dict[str, float]]:
+    """A scalar epilogue's addend ``C`` (shaped like ``Z``: rows, or rows x size, in ``C``'s
+    storage order) and its scalars by name, in ``+-[0.5, 1.5)`` rounded to ``dtype``."""
+    epi = form.epilogue
+    if epi is None:
+        return (), {}
+    scalars = {n: float(dtype.type(rng.uniform(0.5, 1.5) * rng.choice([-1.0, 1.0])))
+               for n in epi.scalars}
+    if epi.addend is None:
+        return (), scalars
+    shape = (rows,) if form.dense is None else (rows, size)
+    c = rng.uniform(-1, 1, shape).astype(dtype)
+    if len(shape) == 2 and epi.addend_storage and epi.addend_storage[0] != epi.addend_ranks[0]:
+        c = np.asfortranarray(c)  # stored column-major, as its rank-order says
+    return (c,), scalars
+
+
+def _dense_report(kernel: Any, A: Any, host: Any, addend: Any, scalars: dict[str, float],
+                  result: Any, dtype: str) -> Any:
     op = sp.csr_matrix(A)
     if kernel.schedule.form.transposed:
         op = op.T.tocsr()
+    epi = kernel.schedule.form.epilogue
+    if epi is not None:
+        alpha = scalars[epi.alpha] if epi.alpha else 1.0
+        beta = scalars[epi.beta] if epi.beta else 1.0
+        return validation.epilogue_check(
+            op, host[0], addend[0] if addend else None, alpha, beta, result.get(), dtype
+        )
     if kernel.form == "spmm":
         return validation.spmm_check(op, host[0], result.get(), dtype)
     got = result.get().tocsr()

@@ -10,7 +10,8 @@ of the same source.
 Kernel arguments come from the layout definition (its arrays and counts), the schedule
 definition (its sizes) and :data:`VECTOR_PARAMS`, in that order: the templates render the
 signature from :meth:`KernelConfig.kernel_params` and the runtime orders its launch arguments
-by it.
+by it. A form with a scalar epilogue adds a second kernel, ``teaal_epilogue``, whose arguments
+come from :data:`EPILOGUE_PARAMS` (:meth:`KernelConfig.epilogue_params`) the same way.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teaal_loops.errors import LayoutError, ParameterError
-from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
+from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
+from teaal_loops.ir.model import BoundSchedule, Combine, ScalarEpilogue, Schedule
 from teaal_loops.layouts import canonical_layout, check_schedule_fits, get_layout
 from teaal_loops.schedules import ScheduleDefinition, schedule_definition
 from teaal_loops.types import KernelParam
@@ -80,6 +81,39 @@ SAMPLED_PARAMS: tuple[KernelParam, ...] = (
     KernelParam("v_stride_n", "long long", "B: elements between columns n and n + 1"),
 )
 FORM_PARAMS = {"spmv": VECTOR_PARAMS, "spmm": DENSE_PARAMS, "sddmm": SAMPLED_PARAMS}
+
+# The scalar epilogue Z = alpha * T1 + beta * C (templates/common/epilogue.cuh.j2), a second
+# kernel of the same source. Z is walked as `outer` x `inner` elements, `inner` being the rank
+# along which Z is stored contiguously (the runtime orders them: neighbouring threads then
+# touch neighbouring elements). Each parameter is kept only where the epilogue has what it
+# names (EPILOGUE_NEEDS): alpha or beta absent means a factor 1, no addend means Z = alpha * T1.
+EPILOGUE_KERNEL = "teaal_epilogue"
+EPILOGUE_BLOCK_THREADS = 256
+EPILOGUE_PARAMS: tuple[KernelParam, ...] = (
+    KernelParam("z", "value_t* __restrict__", "in: the product T1 (rounded to value_t); out: Z"),
+    KernelParam("c", "const value_t* __restrict__", "the addend C, shaped like Z"),
+    KernelParam("alpha", "value_t", "the factor of T1"),
+    KernelParam("beta", "value_t", "the factor of C"),
+    KernelParam("outer", "long long", "elements of Z along its outer rank"),
+    KernelParam("inner", "long long", "elements of Z along its contiguous rank"),
+    KernelParam("z_stride_outer", "long long", "Z: elements between outer steps"),
+    KernelParam("z_stride_inner", "long long", "Z: elements between inner steps"),
+    KernelParam("c_stride_outer", "long long", "C: elements between outer steps"),
+    KernelParam("c_stride_inner", "long long", "C: elements between inner steps"),
+)
+EPILOGUE_NEEDS = {
+    "c": "addend", "beta": "beta", "alpha": "alpha",
+    "c_stride_outer": "addend", "c_stride_inner": "addend",
+}
+
+
+def epilogue_params(epilogue: ScalarEpilogue | None) -> tuple[KernelParam, ...]:
+    """The epilogue kernel's arguments in signature order (none without an epilogue)."""
+    if epilogue is None:
+        return ()
+    has = {"alpha": epilogue.alpha is not None, "beta": epilogue.beta is not None,
+           "addend": epilogue.addend is not None}
+    return tuple(p for p in EPILOGUE_PARAMS if has.get(EPILOGUE_NEEDS.get(p.name, ""), True))
 
 
 def normalize_dtype(dtype: object) -> str:
@@ -151,6 +185,14 @@ class KernelConfig:
         operands (SpMV: x, y, owner; :data:`FORM_PARAMS`)."""
         return get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
 
+    @property
+    def epilogue(self) -> ScalarEpilogue | None:
+        return self.schedule.form.epilogue
+
+    def epilogue_params(self) -> tuple[KernelParam, ...]:
+        """The arguments of the epilogue kernel (``teaal_epilogue``), in signature order."""
+        return epilogue_params(self.epilogue)
+
 
 def _check_common(schedule: Schedule, index_bits: int) -> None:
     bt = schedule.block_threads
@@ -189,6 +231,10 @@ def make_config(
     group_size = definition.compile_time_group(schedule, bound)
     _check_common(schedule, index_bits)
     definition.check_structure(schedule, group_size)
+    if schedule.form.epilogue is not None and schedule.form.kind not in ("spmv", "spmm"):
+        raise UnsupportedMappingError(  # lowering refuses it first; a hand-built schedule can
+            f"an epilogue follows SpMV or SpMM, not {schedule.form.kind}"
+        )
     return KernelConfig(
         schedule=schedule,
         layout=layout_name,

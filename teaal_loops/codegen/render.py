@@ -21,7 +21,7 @@ from pathlib import Path
 import jinja2
 
 from teaal_loops._version import __version__
-from teaal_loops.codegen.config import KernelConfig
+from teaal_loops.codegen.config import EPILOGUE_BLOCK_THREADS, EPILOGUE_KERNEL, KernelConfig
 from teaal_loops.ir.model import Schedule
 from teaal_loops.layouts import get_layout, template_dirs, template_options
 from teaal_loops.types import KernelParam
@@ -90,6 +90,7 @@ def header_lines(cfg: KernelConfig, regenerate: str | None = None) -> list[str]:
         f"spec:       {s.spec_name}",
         f"einsum:     {s.form.text or s.einsum}",
         *_form_lines(s),
+        *_epilogue_lines(s),
         f"schedule:   {s.kind} (combine: {s.combine.value})",
         f"layout:     {cfg.layout} ({layout.description})",
         f"dtype:      {cfg.dtype} (value_t = {cfg.value_type})",
@@ -131,6 +132,26 @@ def _form_lines(s: Schedule) -> list[str]:
         kind = "summed per atom" if d.reduce else "kept by the output"
         lines.append(f"dense rank: {d.name} ({kind}): {', '.join(where)}")
     return lines
+
+
+def _epilogue_lines(s: Schedule) -> list[str]:
+    """The epilogue kernel, its scalars and addend, and where T1 is rounded."""
+    e = s.form.epilogue
+    if e is None:
+        return []
+    scalars = ", ".join(
+        f"{role} = {name or '1 (absent)'}" for role, name in (("alpha", e.alpha), ("beta", e.beta))
+        if role == "alpha" or e.addend is not None
+    )
+    addend = (
+        f"{e.addend}[{', '.join(e.addend_ranks)}] dense, row-major in "
+        f"[{', '.join(e.addend_storage)}]" if e.addend else "no addend"
+    )
+    return [
+        f"epilogue:   {EPILOGUE_KERNEL}: {e.text} after the product, one thread per element",
+        f"            {scalars} (bound by name at the call); {addend}",
+        f"            the product is rounded to value_t in {e.output} first",
+    ]
 
 
 def _parameter_lines(cfg: KernelConfig) -> list[str]:
@@ -212,4 +233,34 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "operand_names": cfg.schedule.form.operands or ("x",),
         **definition.template_context(cfg.schedule),
     }
-    return template.render(context)
+    source = template.render(context)
+    if cfg.epilogue is not None:
+        source += _render_epilogue(cfg)
+    return source
+
+
+def _render_epilogue(cfg: KernelConfig) -> str:
+    """The epilogue kernel (templates/common/epilogue.cuh.j2), appended after the product's:
+    the schedule templates know nothing of it."""
+    e = cfg.epilogue
+    assert e is not None
+    double = cfg.value_type == "double"
+    alpha = "alpha * " if e.alpha else ""
+    beta = "beta * " if e.beta else ""
+    formula = f"fl({alpha}T1)" if e.alpha else "T1"
+    if e.addend:
+        formula = f"fl({formula} + {'fl(beta * C)' if beta else 'C'})"
+    return environment().get_template("common/epilogue.cuh.j2").render(
+        epilogue_text=comment_text(e.text),
+        formula=formula,
+        kernel_name=EPILOGUE_KERNEL,
+        threads=EPILOGUE_BLOCK_THREADS,
+        mul="__dmul_rn" if double else "__fmul_rn",
+        add="__dadd_rn" if double else "__fadd_rn",
+        params=tuple(
+            KernelParam(p.name, p.ctype, comment_text(p.doc)) for p in cfg.epilogue_params()
+        ),
+        has_alpha=e.alpha is not None,
+        has_beta=e.beta is not None,
+        has_addend=e.addend is not None,
+    )

@@ -29,6 +29,7 @@ located line naming the supported forms.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from teaal_loops.errors import UnsupportedMappingError
@@ -46,7 +47,7 @@ SUPPORTED_FORMS = (
     "SpMV Z[m] = A[m, k] * B[k]; transposed SpMV Z[m] = A[k, m] * B[k]; "
     "SpMM Z[m, n] = A[m, k] * B[k, n] (and A[k, m]); "
     "SDDMM Z[m, n] = C[m, n] * A[m, k] * B[k, n] (or T1 = A * B; Z = C * T1); "
-    "an epilogue Z = a * T1 + b * C after a product (any names; one sparse 2-D operand)"
+    "an epilogue Z = a * T1 + b * C after SpMV or SpMM (any names; one sparse 2-D operand)"
 )
 
 
@@ -61,14 +62,21 @@ class DenseOperand:
     storage: tuple[str, ...]  # rank-order (default: the declaration)
 
 
+# Scalar names reach generated comments and Python keywords: plain ASCII identifiers only
+# (the einsum parser accepts no other names; checked again here, where they leave the spec).
+_SCALAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 @dataclass(frozen=True)
 class Epilogue:
     """``Z = alpha * T1 + beta * C``: scalar names (None: 1) and the dense addend (None: no
-    addend)."""
+    addend, and then ``beta`` is None too); ``output`` is ``Z``, ``text`` the einsum."""
 
     alpha: str | None
     beta: str | None
     addend: DenseOperand | None
+    output: str = ""
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -315,11 +323,23 @@ def _two_einsum_form(spec: Spec, first: Einsum, second: Einsum) -> SpmvShape | N
     if epilogue is None:
         return None
     shape = _product_form(spec, first)
-    if shape is None or shape.kind == "sddmm":
+    if shape is None:
         return None
+    if shape.kind == "sddmm":
+        raise _refusal(spec, f"the epilogue {second.text} follows an SDDMM ({first.text}): an "
+                             "epilogue is generated after SpMV and SpMM only")
+    if spec.extensions is not None and spec.extensions.schedule == "auto":
+        # auto picks a library SpMV kernel per matrix, which would drop the epilogue
+        raise UnsupportedMappingError(
+            f"schedule: auto chooses among plain SpMV kernels; this spec adds the epilogue "
+            f"{second.text}: give its mapping instead",
+            location=spec.location_of("x-teaal-loops.schedule"),
+            key_path="x-teaal-loops.schedule",
+        )
+    # The product keeps T1 as its output (the mapping is T1's); it is written straight into
+    # Z's storage (T1 is never materialised), and the epilogue then updates Z in place.
     return _replace(
-        shape, epilogue=epilogue, intermediate=t1, output=second.output.tensor,
-        text=f"{first.text}; {second.text}",
+        shape, epilogue=epilogue, intermediate=t1, text=f"{first.text}; {second.text}",
         output_storage=_storage(spec, second.output.tensor),
     )
 
@@ -345,8 +365,12 @@ def _epilogue(spec: Spec, e: Einsum, t1: str, out_vars: tuple[str, ...]) -> Epil
         return None
     if rest and _sparse_candidates(spec, [rest[0][1]]):
         return None  # a sparse addend: two sparse operands
+    for name, _ in parsed:
+        if name is not None and not _SCALAR_NAME.fullmatch(name):
+            raise _refusal(spec, f"scalar {name!r} is not an identifier")
     addend = _dense(spec, rest[0][1]) if rest else None
-    return Epilogue(main[0][0], rest[0][0] if rest else None, addend)
+    return Epilogue(main[0][0], rest[0][0] if rest else None, addend,
+                    output=e.output.tensor, text=e.text)
 
 
 def _replace(shape: SpmvShape, **changes: object) -> SpmvShape:

@@ -109,13 +109,39 @@ class DenseRank:
 
 
 @dataclass(frozen=True)
+class ScalarEpilogue:
+    """TeAAL's ``Z = alpha * T1 + beta * C`` after the product ``T1`` (SpMV or SpMM).
+
+    ``alpha``/``beta`` are the spec's scalar names (None: the factor is 1, or for ``beta``
+    there is no addend); ``addend`` is ``C``'s name (None: ``Z = alpha * T1``), with its ranks
+    (``Z``'s, in einsum order) and its storage order. The kernel writes the product, rounded
+    to ``value_t``, into ``Z`` and a second, elementwise kernel then updates every element of
+    ``Z`` once; the scalars are bound by name when the kernel is called.
+    """
+
+    output: str  # Z
+    alpha: str | None = None
+    beta: str | None = None
+    addend: str | None = None
+    addend_ranks: tuple[str, ...] = ()
+    addend_storage: tuple[str, ...] = ()
+    text: str = ""  # the epilogue's einsum
+
+    @property
+    def scalars(self) -> tuple[str, ...]:
+        """The scalar names to bind, each once, alpha's first."""
+        return tuple(dict.fromkeys(n for n in (self.alpha, self.beta) if n is not None))
+
+
+@dataclass(frozen=True)
 class Form:
     """Which member of the family the kernel computes (:mod:`teaal_loops.ir.einsum`).
 
     ``operands`` are the dense inputs' names in kernel order (SpMV/SpMM: B; SDDMM: A, B) with
     their storage rank orders (row-major in that order); ``output_storage`` likewise for the
     output. ``transposed``: the sparse operand is declared ``[K, M]``; the runtime hands its
-    transpose to the layout.
+    transpose to the layout. ``epilogue``: the scalar epilogue that follows the product (its
+    addend ``C`` is passed after the operands), or None.
     """
 
     kind: str = "spmv"  # "spmv" | "spmm" | "sddmm"
@@ -127,6 +153,7 @@ class Form:
     output_storage: tuple[str, ...] = ()
     dense: DenseRank | None = None
     text: str = ""
+    epilogue: ScalarEpilogue | None = None
 
     @property
     def has_dense_rank(self) -> bool:

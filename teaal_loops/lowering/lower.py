@@ -21,7 +21,7 @@ from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingEr
 from teaal_loops.ir.dense import LoweredDense, check_dense_position, lower_dense
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
-from teaal_loops.ir.model import Combine, Form, Schedule
+from teaal_loops.ir.model import Combine, Form, ScalarEpilogue, Schedule
 from teaal_loops.ir.params import bind_params
 from teaal_loops.layouts import (
     canonical_layout,
@@ -44,7 +44,7 @@ def lower(
 ) -> Schedule:
     """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
     shape = recognise_spmv(spec)
-    _refuse_epilogue(spec, shape)
+    epilogue = _epilogue(spec, shape)
     ctx = _context(spec, shape, layout)
     ext = spec.extensions
     threads = block_threads or (ext.block_threads if ext and ext.block_threads else None)
@@ -94,7 +94,7 @@ def lower(
         kind=kind,
         spec_name=spec.name,
         einsum=ctx.shape.einsum.text,
-        output=ctx.output,
+        output=epilogue.output if epilogue else ctx.output,
         matrix=ctx.matrix,
         vector=ctx.shape.vector,
         tile_rank=ctx.tile_rank,
@@ -109,11 +109,13 @@ def lower(
         group_size=lowered.group_size,
         work_per_thread=lowered.work_per_thread,
         block_threads=threads,
-        form=_form(shape, dense),
+        form=_form(shape, dense, epilogue),
     )
 
 
-def _form(shape: SpmvShape, dense: LoweredDense | None) -> Form:
+def _form(
+    shape: SpmvShape, dense: LoweredDense | None, epilogue: ScalarEpilogue | None
+) -> Form:
     return Form(
         kind=shape.kind,
         transposed=shape.transposed,
@@ -127,6 +129,7 @@ def _form(shape: SpmvShape, dense: LoweredDense | None) -> Form:
         output_storage=shape.output_storage,
         dense=dense.rank if dense else None,
         text=shape.text,
+        epilogue=epilogue,
     )
 
 
@@ -148,14 +151,49 @@ def _check_layout(ctx: MappingContext, kind: str, form: str) -> None:
         )
 
 
-def _refuse_epilogue(spec: Spec, shape: SpmvShape) -> None:
-    if shape.epilogue is not None:
+# Keywords of the kernel's call (kernel(A, B, C, out=..., a=..., b=...)) that a scalar
+# bound by name there must not shadow.
+RESERVED_SCALARS = ("out", "owner", "scalars")
+
+
+def _epilogue(spec: Spec, shape: SpmvShape) -> ScalarEpilogue | None:
+    """The scalar epilogue ``Z = alpha * T1 + beta * C`` as the IR carries it, or None.
+
+    ``Z`` is elementwise in the product: each element is updated once by one thread of a
+    second kernel, whatever ``Z``'s mapping says, so its mapping cannot change a value. A
+    partitioning of ``Z`` (ranks the epilogue kernel would not honour) is refused, as is a
+    scalar named like a keyword of the kernel's call."""
+    epi = shape.epilogue
+    if epi is None:
+        return None
+    where = "einsum.expressions"
+    if spec.partitioning_of(epi.output):
         raise unsupported(
             spec,
-            f"the epilogue {shape.text.split('; ')[-1]} is recognised but not generated yet: "
-            f"generate the product {shape.einsum.text} alone and scale on the host",
-            key_path="einsum.expressions",
+            f"{epi.output} is partitioned, but its einsum {epi.text} is elementwise and runs "
+            f"one thread per element after the product: partition the product "
+            f"{shape.einsum.text} ({shape.output}) instead",
+            key_path=f"mapping.partitioning.{epi.output}",
         )
+    for name in (epi.alpha, epi.beta):
+        if name in RESERVED_SCALARS:
+            raise unsupported(
+                spec, f"scalar {name} of {epi.text} is bound by name when the kernel is "
+                f"called, where {', '.join(RESERVED_SCALARS)} are taken: rename it",
+                key_path=where,
+            )
+    # The addend is indexed like Z, so the parser has given it Z's ranks (indices follow the
+    # declaration order): it is neither the sparse operand nor the product's dense one.
+    addend = epi.addend
+    return ScalarEpilogue(
+        output=epi.output,
+        alpha=epi.alpha,
+        beta=epi.beta,
+        addend=addend.name if addend else None,
+        addend_ranks=addend.ranks if addend else (),
+        addend_storage=addend.storage if addend else (),
+        text=epi.text,
+    )
 
 
 def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:

@@ -18,6 +18,13 @@ Every form of the one-sparse-operand family (:mod:`teaal_loops.ir.einsum`) runs 
   ``S`` threads of its worker when ``K0`` is in space, thread ``k0`` taking ``k = k0 mod S``).
 * **Transposed forms** (the sparse operand declared ``[K, M]``): functions taking the matrix
   take it as the spec declares it; the layout holds its transpose (:func:`sparse_operand`).
+* **A scalar epilogue** ``Z = alpha * T1 + beta * C`` after SpMV or SpMM: its addend ``C``
+  follows the product's operands (shaped like ``Z``), its scalars are given by name
+  (``scalars={"a": 2.0, "b": 0.5}``); ``y`` is ``alpha * T1 + beta * C`` in float64 (``T1``
+  unrounded: the simulation is exact arithmetic's stand-in, as for the product). ``owner`` is
+  the product's: the epilogue kernel's thread ``i`` updates the ``i``-th element of ``Z`` in
+  its storage order, one element each, which no reference stamp names (TeAAL's second einsum
+  has no spacetime of its own to compare with).
 
 The thread of (atom ``a``, dense index ``n``) is
 ``((o // G) * DS + n % DS) * G + o % G`` with ``o`` the schedule's own owner of ``a`` (worker
@@ -29,7 +36,7 @@ values here are float64 sums; the kernels add each atom's ``S`` partial sums in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,24 +244,86 @@ def _atom_owner_of(bound: BoundSchedule, owner: IntArray) -> IntArray:
 # --------------------------------------------------------------------------------------------
 
 
-def simulate(bound: BoundSchedule, A: object, *operands: npt.ArrayLike) -> SimResult:
+def simulate(
+    bound: BoundSchedule, A: object, *operands: npt.ArrayLike,
+    scalars: Mapping[str, float] | None = None,
+) -> SimResult:
     """Run ``bound`` on matrix ``A`` (scipy.sparse or anything matrix.as_csr takes; as the spec
     declares it) and its dense operands (``schedule.form.operands``, in that order: SpMV's
-    ``x``, SpMM's ``B``, SDDMM's ``A`` and ``B``) in the schedule's layout. ``owner`` is
-    indexed by the layout's atoms in storage order."""
+    ``x``, SpMM's ``B``, SDDMM's ``A`` and ``B``; then a scalar epilogue's addend ``C``, its
+    scalars by name in ``scalars``) in the schedule's layout. ``owner`` is indexed by the
+    layout's atoms in storage order."""
     view = tile_view(bound.schedule.layout, sparse_operand(bound.schedule, A))
-    return simulate_view(bound, view, *operands)
+    return simulate_view(bound, view, *operands, scalars=scalars)
 
 
-def simulate_view(bound: BoundSchedule, view: TileView, *operands: npt.ArrayLike) -> SimResult:
+def simulate_view(
+    bound: BoundSchedule, view: TileView, *operands: npt.ArrayLike,
+    scalars: Mapping[str, float] | None = None,
+) -> SimResult:
     """:func:`simulate` on an already built tile view (of the matrix the layout holds)."""
     form = bound.schedule.form
-    dense = _checked_operands(bound, view, operands)
+    product, addend, (alpha, beta) = _epilogue_inputs(bound, operands, scalars)
+    dense = _checked_operands(bound, view, product)
     atom_owner = atom_owners(bound, view.tile_ptr)
     owner = atom_owner if form.dense is None else dense_owners(bound, atom_owner)
     y = _values(form.kind, view, dense)
+    if form.epilogue is not None:
+        y = alpha * y + (beta * _addend(bound, addend, y.shape) if addend is not None else 0.0)
     stats = load_balance(bound, view.tile_ptr, atom_owner, scatter=view.scatter)
     return SimResult(y=y, owner=owner, stats=stats, bound=bound)
+
+
+def _epilogue_inputs(
+    bound: BoundSchedule, operands: Sequence[Any], scalars: Mapping[str, float] | None
+) -> tuple[Sequence[Any], Any, tuple[float, float]]:
+    """(the product's operands, the addend or None, (alpha, beta)); without an epilogue the
+    operands as they are. Missing, unknown or non-finite scalars are one line naming them."""
+    epi = bound.schedule.form.epilogue
+    given = dict(scalars or {})
+    if epi is None:
+        if given:
+            raise ValidationError(f"this spec has no epilogue: no scalars ({', '.join(given)})")
+        return operands, None, (1.0, 1.0)
+    unknown = sorted(set(given) - set(epi.scalars))
+    missing = [n for n in epi.scalars if n not in given]
+    if unknown or missing:
+        raise ValidationError(
+            f"the epilogue {epi.text} takes the scalars {', '.join(epi.scalars) or 'none'}"
+            + (f"; {', '.join(missing)} missing" if missing else "")
+            + (f"; {', '.join(unknown)} unknown" if unknown else "")
+        )
+    values = {}
+    for name in epi.scalars:
+        try:
+            values[name] = float(given[name])
+        except (TypeError, ValueError):
+            values[name] = float("nan")
+        if not np.isfinite(values[name]):
+            raise ValidationError(f"scalar {name} = {given[name]!r} is not a finite number")
+    alpha = values[epi.alpha] if epi.alpha else 1.0
+    beta = values[epi.beta] if epi.beta else 1.0
+    if epi.addend is None:
+        return operands, None, (alpha, beta)
+    names = _operand_names(bound.schedule)
+    if len(operands) != len(names) + 1:
+        raise ValidationError(
+            f"the {bound.schedule.form.kind} form with the epilogue {epi.text} takes "
+            f"{', '.join(names)}, then the addend {epi.addend}; got {len(operands)} operand(s)"
+        )
+    return operands[:-1], operands[-1], (alpha, beta)
+
+
+def _addend(bound: BoundSchedule, addend: Any, shape: tuple[int, ...]) -> FloatArray:
+    """The addend as float64, shaped like the product (``Z``'s shape); else one line."""
+    epi = bound.schedule.form.epilogue
+    assert epi is not None
+    arr = np.asarray(addend, dtype=np.float64)
+    if arr.shape != shape:
+        raise ValidationError(
+            f"dense operand {epi.addend} has shape {arr.shape}; {epi.output} has {shape}"
+        )
+    return arr
 
 
 def _values(kind: str, view: TileView, dense: list[FloatArray]) -> FloatArray:

@@ -7,7 +7,8 @@ with no host synchronisation, which is what benchmarks time. ``kernel(A, x)`` re
 prepared form of the matrices it meets (``runtime.matrix_cache`` states the rule), so a loop
 that passes the same matrix pays the preparation once. ``launch_into`` (no allocation) and
 ``capture`` (a CUDA graph, ``runtime.graphs``) serve loops that reuse their vectors;
-``linear_operator`` hands the kernel to cupyx's solvers (``runtime.operator``).
+``linear_operator`` hands the kernel to cupyx's solvers (``runtime.operator``). A scalar
+epilogue is ``runtime.epilogue``'s (the SpMV fast path is for specs without one).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.layouts import get_layout
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, epilogue
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
     check_device_vector,
@@ -37,6 +38,7 @@ from teaal_loops.runtime.operands import (
     check_dense_output,
     dense_inputs,
     new_dense_output,
+    sampled_result,
     trailing_arguments,
     transposed,
 )
@@ -65,7 +67,7 @@ class PreparedMatrix:
     # True when the values array is the user's own (no conversion, no copy): the kernel then
     # sees the user's in-place edits of the values (see runtime.matrix_cache)
     aliases_input: bool = False
-    _functions: dict[bool, Any] = field(default_factory=dict)
+    _functions: dict[Any, Any] = field(default_factory=dict)  # trace flag or "epilogue"
     # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
     # backend.VectorCall: kernel(prepared, x) in one step for a plain x (False: unavailable)
@@ -127,6 +129,7 @@ class Kernel:
         self.layout = self._nominal.layout  # canonical: "BCSR:4" -> "bcsr:4x4"
         self._cache: MatrixCache[PreparedMatrix] = MatrixCache(self.CACHE_SIZE)
         self._cupy: Any = None  # the cupy module, once a call has found it usable
+        self._epilogue = schedule.form.epilogue  # None keeps the SpMV fast path
 
     # -- binding and source ---------------------------------------------------------------
     def _bind_nominal(self) -> BoundSchedule:
@@ -235,7 +238,8 @@ class Kernel:
         return fn
 
     def launch(self, prepared: PreparedMatrix, x: Any, y: Any, owner: Any = None) -> None:
-        """One raw launch: no checks, no zeroing, no synchronisation (for benchmarks).
+        """One raw launch of the product (a scalar epilogue is :meth:`launch_into`'s): no
+        checks, no zeroing, no synchronisation (for benchmarks).
 
         ``x`` and ``y`` must be contiguous CuPy vectors of the kernel's dtype; for accumulating
         schedules the caller zeroes ``y`` first (see :meth:`zero_output`, or use
@@ -273,23 +277,31 @@ class Kernel:
             self._raw_launcher(prepared, False)
         return prepared
 
-    def launch_into(self, A: Any, x: Any, y: Any) -> None:
+    def launch_into(self, A: Any, x: Any, y: Any, *addend: Any, **scalars: Any) -> None:
         """``y = A @ x`` into the caller's ``y``: zeroes ``y`` where the schedule accumulates,
         then one launch, on the current stream; no allocation and no synchronisation, so it can
         be captured in a CUDA graph (see :meth:`capture`). ``x`` and ``y`` must be contiguous
-        CuPy vectors of the kernel's dtype (checked: the kernel takes their raw addresses)."""
+        CuPy vectors of the kernel's dtype (checked: the kernel takes their raw addresses).
+        A scalar epilogue's ``C`` (like ``y``) and scalars follow; its launch follows."""
         prepared = self.prepared_for(A)
         check_device_vector(self._cp(), x, self.dtype, prepared.shape.cols, "x")
         check_device_vector(self._cp(), y, self.dtype, prepared.shape.rows, "y")
+        if self._epilogue is not None or addend or scalars:
+            epilogue.launch_into_with_epilogue(self, prepared, x, y, addend, scalars)
+            return
         self.zero_output(prepared, y)
         self.launch(prepared, x, y)
 
-    def capture(self, A: Any, x: Any, y: Any, *, stream: Any = None) -> CapturedLaunch:
+    def capture(self, A: Any, x: Any, y: Any, *addend: Any, stream: Any = None,
+                **scalars: Any) -> CapturedLaunch:
         """A CUDA graph of ``launch_into(A, x, y)`` (the zeroing of an accumulating output
         included), captured on ``stream`` (default: a new non-blocking stream). Replaying it
         (``graph.launch()``) computes ``A @ x`` from what ``x`` holds then, into ``y``: change
         ``x``'s contents in place, not the array. The returned object keeps the matrix and
-        both vectors alive while it lives."""
+        both vectors alive while it lives. A scalar epilogue's ``C`` and scalars follow as for
+        :meth:`launch_into`: the graph holds both launches and the scalars' values."""
+        if self._epilogue is not None or addend or scalars:
+            return epilogue.capture_with_epilogue(self, A, x, y, addend, scalars, stream)
         return capture_launch(self, self.warm_up(A), x, y, stream=stream)
 
     def new_output(self, prepared: PreparedMatrix) -> Any:
@@ -316,13 +328,16 @@ class Kernel:
             return x
         return to_device_vector(x, self.dtype, prepared.shape.cols)
 
-    def __call__(self, A: Any, x: Any, *more: Any, out: Any = None) -> Any:
+    def __call__(self, A: Any, x: Any, /, *more: Any, out: Any = None, **scalars: Any) -> Any:
         """The spec's product on the GPU, operands in the order ``Schedule.form`` names them
         after the sparse matrix: SpMV ``kernel(A, x)`` returns ``y = A @ x`` (a new CuPy
         vector, or ``out``); SpMM ``kernel(A, B)`` returns ``A @ B``; SDDMM
         ``kernel(C, A, B)`` returns ``C * (A @ B)`` with ``C``'s pattern (see
         :mod:`teaal_loops.runtime.operands`). Transposed specs use ``A^T``. ``A`` may be a
-        PreparedMatrix, or any matrix, which is prepared once and remembered."""
+        PreparedMatrix, or any matrix, which is prepared once and remembered. A scalar
+        epilogue ``Z = a * T1 + b * C``: ``kernel(A, x, C, a=2.0, b=0.5)`` (scalars by name)."""
+        if self._epilogue is not None or scalars:
+            return epilogue.call_with_epilogue(self, A, (x, *more), out, scalars)
         if more or self.schedule.form.kind != "spmv":
             return self.call_dense(A, (x, *more), out=out)
         prepared = self.prepared_for(A)
@@ -360,16 +375,31 @@ class Kernel:
         return call
 
     # -- SpMM and SDDMM --------------------------------------------------------------------
-    def call_dense(self, A: Any, operands: Any, *, out: Any = None, owner: Any = None) -> Any:
+    def call_dense(self, A: Any, operands: Any, *, out: Any = None, owner: Any = None,
+                   scalars: Any = None) -> Any:
         """SpMM or SDDMM (see :meth:`__call__`); ``owner`` (trace builds) receives the owning
-        thread of every (atom, dense index), atom-major."""
-        cupy = self._cp()
+        thread of every (atom, dense index), atom-major (the product alone). A scalar
+        epilogue's addend ends ``operands``; ``scalars`` maps its scalars' names to values."""
+        if (self._epilogue is not None and owner is None) or scalars:
+            return epilogue.call_with_epilogue(self, A, operands, out, scalars or {})
         if self.schedule.form.kind == "spmv":
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: call kernel(A, x)")
         prepared = self.prepared_for(A)
+        call, y, geometry = self.dense_operands(prepared, operands, out)
+        if out is not None and prepared.accumulates:
+            y.fill(0)
+        self.launch_dense(prepared, call, y, owner, *geometry)
+        if self.schedule.form.kind != "sddmm":
+            return y
+        return sampled_result(prepared.matrix.arrays, prepared.shape, y)  # C's pattern
+
+    def dense_operands(self, prepared: PreparedMatrix, operands: Any, out: Any) -> Any:
+        """(checked operands, output: new and zeroed where the schedule accumulates, or
+        ``out`` checked, not zeroed; launch geometry) of one dense call."""
+        cupy = self._cp()
         shape = prepared.shape
         call = dense_inputs(cupy, self.schedule, shape.rows, shape.cols, self.dtype, operands)
-        grid, block, space, time = self.dense_launch(prepared, call.size)
+        geometry = self.dense_launch(prepared, call.size)
         nnz = prepared.bound.matrix.nnz
         if out is None:
             y = new_dense_output(cupy, self.schedule, shape.rows, call.size, nnz, self.dtype,
@@ -377,10 +407,7 @@ class Kernel:
         else:
             y = check_dense_output(cupy, out, self.schedule, shape.rows, call.size, nnz,
                                    self.dtype)
-            if prepared.accumulates:
-                y.fill(0)
-        self._launch_dense(prepared, call, y, owner, grid, block, space, time)
-        return self._result(prepared, y)
+        return call, y, geometry
 
     def dense_launch(self, prepared: PreparedMatrix, size: int) -> tuple[Any, ...]:
         """(grid, block, dense_space, dense_time) for a dense rank of ``size`` (cached)."""
@@ -393,8 +420,9 @@ class Kernel:
             prepared._dense[size] = hit
         return hit
 
-    def _launch_dense(self, prepared: PreparedMatrix, call: DenseCall, y: Any, owner: Any,
-                      grid: Any, block: Any, space: int, time: int) -> None:
+    def launch_dense(self, prepared: PreparedMatrix, call: DenseCall, y: Any, owner: Any,
+                     grid: Any, block: Any, space: int, time: int) -> None:
+        """The product's launch of a dense form (no checks, no zeroing)."""
         if grid[0] == 0:
             return
         offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
@@ -404,19 +432,6 @@ class Kernel:
         )
         fn = self.function(prepared, trace=owner is not None)
         fn(grid, block, prepared.leading_args + trailing)
-
-    def _result(self, prepared: PreparedMatrix, y: Any) -> Any:
-        """SpMM: the dense output; SDDMM: a cupyx sparse matrix with the sampler's pattern
-        (CSR for a CSR layout, COO for COO), values in its atom order."""
-        if self.schedule.form.kind != "sddmm":
-            return y
-        import cupyx.scipy.sparse as csp
-
-        arrays = prepared.matrix.arrays
-        shape = (prepared.shape.rows, prepared.shape.cols)
-        if "indptr" in arrays:
-            return csp.csr_matrix((y, arrays["indices"], arrays["indptr"]), shape=shape)
-        return csp.coo_matrix((y, (arrays["row"], arrays["col"])), shape=shape)
 
     def trace_dense(self, A: Any, operands: Any) -> Any:
         """The owning global thread of every (atom, dense index) of a dense form: a CuPy
@@ -432,7 +447,8 @@ class Kernel:
     def linear_operator(self, A: Any, *, dtype: object = None) -> Any:
         """``A`` as a ``cupyx.scipy.sparse.linalg.LinearOperator`` whose products run this
         kernel, for ``cg``, ``gmres``, ``minres``, ``eigsh``, ``lobpcg`` (see
-        :func:`teaal_loops.runtime.operator.linear_operator`)."""
+        :func:`teaal_loops.runtime.operator.linear_operator`). Refused with an epilogue."""
+        epilogue.refuse_product_only(self.schedule, "kernel.linear_operator")
         return linear_operator(self, self.prepared_for(A), dtype=dtype)
 
     def trace(self, A: Any, x: Any) -> Any:
@@ -447,10 +463,8 @@ class Kernel:
         return owner
 
     def __repr__(self) -> str:
-        return (
-            f"Kernel({self.schedule.spec_name}: {self.kind}, layout={self.layout}, "
-            f"dtype={self.dtype.name})"
-        )
+        s = self.schedule
+        return f"Kernel({s.spec_name}: {self.kind}, layout={self.layout}, dtype={self.dtype.name})"
 
 
 def leading_arguments(

@@ -13,18 +13,26 @@ the fast mappings are written for (neighbouring threads read neighbouring elemen
 NumPy arrays (and other array-likes) are uploaded, and other real dtypes converted to the
 kernel's, once per call. Shapes, dtypes and sizes are checked before any launch, each error
 naming the operand by its name in the spec.
+
+A form with a scalar epilogue (``Z = alpha * T1 + beta * C``) takes its addend ``C`` after the
+product's operands, shaped like ``Z``, and its scalars by their names in the spec, as keywords:
+``kernel(A, x, C, a=2.0, b=0.5)``. Scalars must be finite real numbers (Python or NumPy, not
+booleans), and finite once rounded to the kernel's dtype: the kernel takes them as ``value_t``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.ir.model import Schedule
+from teaal_loops.ir.model import ScalarEpilogue, Schedule
+from teaal_loops.types import KernelParam
 
 MAX_DENSE_ELEMENTS = 1 << 40  # refused before asking the device for memory
 
@@ -43,15 +51,19 @@ def _kind_name(kind: str) -> str:
 
 
 def device_dense(
-    cupy: Any, value: Any, dtype: np.dtype[Any], shape: tuple[int | None, int | None], name: str
+    cupy: Any, value: Any, dtype: np.dtype[Any], shape: tuple[int | None, ...], name: str
 ) -> Any:
-    """``value`` as a 2-D CuPy array of ``dtype`` (a view when it already is one); ``shape``
-    entries that are None are free (the dense rank's size, read from the operand)."""
+    """``value`` as a CuPy array of ``dtype`` with ``len(shape)`` axes (a view when it already
+    is one); ``shape`` entries that are None are free (the dense rank's size, read from the
+    operand)."""
     got = tuple(int(n) for n in getattr(value, "shape", np.shape(value)))
-    if len(got) != 2 or any(w is not None and w != g for w, g in zip(shape, got, strict=True)):
+    if len(got) != len(shape) or any(
+        w is not None and w != g for w, g in zip(shape, got, strict=True)
+    ):
         want = ", ".join("any" if w is None else str(w) for w in shape)
+        want += "," if len(shape) == 1 else ""
         raise MatrixError(f"operand {name} has shape {got}; expected ({want})")
-    if got[0] * got[1] > MAX_DENSE_ELEMENTS:
+    if math.prod(got) > MAX_DENSE_ELEMENTS:
         raise MatrixError(f"operand {name} of shape {got} is too large")
     kind = getattr(getattr(value, "dtype", None), "kind", None) or np.asarray(value).dtype.kind
     if kind not in "iuf":
@@ -64,9 +76,9 @@ def device_dense(
     return array
 
 
-def element_strides(array: Any) -> tuple[int, int]:
-    """Strides of a 2-D array in elements (zero for a broadcast rank)."""
-    return (int(array.strides[0]) // array.itemsize, int(array.strides[1]) // array.itemsize)
+def element_strides(array: Any) -> tuple[int, ...]:
+    """Strides of an array in elements (zero for a broadcast rank)."""
+    return tuple(int(s) // array.itemsize for s in array.strides)
 
 
 def dense_inputs(
@@ -119,6 +131,17 @@ def check_dense_output(cupy: Any, out: Any, schedule: Schedule, rows: int, size:
     return out
 
 
+def sampled_result(arrays: Mapping[str, Any], shape: Any, values: Any) -> Any:
+    """SDDMM's output: a cupyx sparse matrix with the sampler's pattern (CSR for a CSR
+    layout, COO for COO), ``values`` in its atom order."""
+    import cupyx.scipy.sparse as csp
+
+    size = (shape.rows, shape.cols)
+    if "indptr" in arrays:
+        return csp.csr_matrix((values, arrays["indices"], arrays["indptr"]), shape=size)
+    return csp.coo_matrix((values, (arrays["row"], arrays["col"])), shape=size)
+
+
 def trailing_arguments(
     schedule: Schedule, call: DenseCall, out: Any, owner: Any, space: int, time: int,
     offset: type,
@@ -146,3 +169,135 @@ def transposed(A: Any) -> Any:
             f"SciPy or cupyx sparse matrix or a 2-D array (got {type(A).__name__})"
         )
     return A.T
+
+
+# -- the scalar epilogue ------------------------------------------------------------------------
+
+
+def split_epilogue_operands(
+    schedule: Schedule, operands: Sequence[Any]
+) -> tuple[tuple[Any, ...], Any]:
+    """(the product's operands, the addend or None) of a call with an epilogue; a wrong count
+    is one line naming every operand."""
+    form = schedule.form
+    epi = form.epilogue
+    assert epi is not None
+    names = form.operands or (schedule.vector,)
+    wanted = len(names) + (epi.addend is not None)
+    if len(operands) != wanted:
+        addend = f", then the addend {epi.addend} of {epi.text}" if epi.addend else ""
+        missing = (f"; operand {epi.addend} is missing" if epi.addend and
+                   len(operands) == len(names) else "")
+        raise MatrixError(
+            f"{schedule.spec_name} takes {schedule.matrix}, {', '.join(names)}{addend}; got "
+            f"{1 + len(operands)} operands{missing}"
+        )
+    product = tuple(operands[: len(names)])
+    return product, (operands[-1] if epi.addend is not None else None)
+
+
+def epilogue_scalars(
+    schedule: Schedule, given: Mapping[str, Any], dtype: np.dtype[Any]
+) -> tuple[float, float]:
+    """(alpha, beta) from the scalars given by name (1 for an absent factor): every scalar of
+    the epilogue given, nothing else, each a finite real number, finite in ``dtype``."""
+    epi = schedule.form.epilogue
+    if epi is None:
+        if given:
+            raise MatrixError(
+                f"{schedule.spec_name} has no epilogue and takes no scalars (got "
+                f"{', '.join(sorted(given))})"
+            )
+        return 1.0, 1.0
+    unknown = sorted(set(given) - set(epi.scalars))
+    if unknown:
+        raise MatrixError(
+            f"scalar {unknown[0]} is not a scalar of {epi.text} (its scalars: "
+            f"{', '.join(epi.scalars) or 'none'})"
+        )
+    values = {}
+    for name in epi.scalars:
+        if name not in given:
+            raise MatrixError(
+                f"scalar {name} of {epi.text} is missing: pass it by name, "
+                f"kernel(..., {', '.join(f'{n}=...' for n in epi.scalars)})"
+            )
+        values[name] = _scalar(name, given[name], dtype)
+    return (values[epi.alpha] if epi.alpha else 1.0, values[epi.beta] if epi.beta else 1.0)
+
+
+def _scalar(name: str, value: Any, dtype: np.dtype[Any]) -> float:
+    real = isinstance(value, numbers.Real) or (
+        isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf"
+    )
+    if not real or isinstance(value, (bool, np.bool_)):
+        raise MatrixError(
+            f"scalar {name} must be a real number, got {type(value).__name__}"
+        )
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    with np.errstate(over="ignore"):
+        rounded = dtype.type(number)
+    if not math.isfinite(number) or not np.isfinite(rounded):
+        raise MatrixError(
+            f"scalar {name} = {number!r} is not a finite {dtype.name} number"
+        )
+    return number
+
+
+def epilogue_addend(cupy: Any, value: Any, dtype: np.dtype[Any], z: Any,
+                    epilogue: ScalarEpilogue) -> Any:
+    """The addend ``C`` on the device, shaped like ``z`` (the output), not overlapping it."""
+    assert epilogue.addend is not None
+    c = device_dense(cupy, value, dtype, tuple(int(n) for n in z.shape), epilogue.addend)
+    if _overlap(c, z):
+        raise MatrixError(
+            f"operand {epilogue.addend} shares memory with the output: the product overwrites "
+            "it before the epilogue reads it; pass a copy"
+        )
+    return c
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether the byte ranges two strided arrays span intersect."""
+    def span(x: Any) -> tuple[int, int]:
+        ptr = getattr(getattr(x, "data", None), "ptr", None)  # CuPy; NumPy on the CPU
+        lo = hi = int(ptr if ptr is not None else x.__array_interface__["data"][0])
+        for n, s in zip(x.shape, x.strides, strict=True):
+            if n > 1:
+                lo, hi = (lo + (n - 1) * s, hi) if s < 0 else (lo, hi + (n - 1) * s)
+        return lo, hi + x.itemsize
+    if a.size == 0 or b.size == 0:
+        return False
+    (alo, ahi), (blo, bhi) = span(a), span(b)
+    return alo < bhi and blo < ahi
+
+
+def epilogue_grid(elements: int, threads: int, max_blocks: int) -> int:
+    """Blocks of ``threads`` for one thread per element (grid-stride beyond ``max_blocks``)."""
+    return min(-(-elements // threads), max_blocks)
+
+
+def epilogue_arguments(
+    params: Sequence[KernelParam], z: Any, c: Any, alpha: float, beta: float,
+) -> tuple[tuple[Any, ...], int]:
+    """The epilogue kernel's arguments in ``params`` order (codegen's EPILOGUE_PARAMS, as the
+    config keeps them) and the element count. ``inner`` is the rank along which ``z`` has
+    its smallest stride, so that neighbouring threads write neighbouring elements."""
+    zs = element_strides(z)
+    cs = element_strides(c) if c is not None else (0,) * z.ndim
+    shape = tuple(int(n) for n in z.shape)
+    if z.ndim == 1:
+        shape, zs, cs = (1, *shape), (0, *zs), (0, *cs)
+    elif abs(zs[0]) < abs(zs[1]):
+        shape, zs, cs = shape[::-1], zs[::-1], cs[::-1]
+    value = z.dtype.type
+    values: dict[str, Any] = {
+        "z": z, "c": c, "alpha": value(alpha), "beta": value(beta),
+        "outer": np.int64(shape[0]), "inner": np.int64(shape[1]),
+        "z_stride_outer": np.int64(zs[0]), "z_stride_inner": np.int64(zs[1]),
+        "c_stride_outer": np.int64(cs[0]), "c_stride_inner": np.int64(cs[1]),
+    }
+    return tuple(values[p.name] for p in params), shape[0] * shape[1]

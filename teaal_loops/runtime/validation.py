@@ -7,6 +7,23 @@ dtype (2^-24 for f32, 2^-53 for f64), against a reference accumulated in float64
 checks a sequential CPU baseline in the same dtype against the same bound (so an overrun by the
 GPU can be told apart from a bound that is too tight).
 
+**The scalar epilogue** ``Z = alpha * T1 + beta * C`` (:func:`epilogue_check`). The kernel
+rounds the product to the dtype (``t``, within the Wilkinson bound ``E = K * n * u * M`` of
+``T1``, ``M = sum |products|``, ``n`` their count), then computes ``fl(fl(alpha * t) +
+fl(beta * c))``: every term passes through two more roundings, its scaling and the sum (an
+absent factor is 1, whose product is exact: the bound then only overestimates). With
+``|d_i| <= u``::
+
+    z = (alpha * t * (1 + d1) + beta * c * (1 + d2)) * (1 + d3)
+    |z - (alpha * T1 + beta * C)| <= |alpha| * E * (1 + u)^2 + (2u + u^2) * (|alpha| M + |beta c|)
+
+since ``|T1| <= M``. Folding the ``(1 + u)`` factors into the same generous ``K``, each element
+is checked against ``max(1e-3, K * u * ((n + 2) * |alpha| * M + 2 * |beta * c|))``: the
+product's bound with two more roundings of the scaled product and two of the scaled addend.
+``alpha``, ``beta`` and ``C`` are taken as the kernel holds them (in its dtype; ``run`` draws
+them that way), so converting them costs nothing here. The sequential baseline rounds the
+same way: SciPy's product in the dtype, then the two multiplies and the add in NumPy.
+
 NaN and infinities (a matrix may hold them) are values, compared by class at the same position:
 NaN against NaN and an infinity against the same infinity agree; a finite value against a
 non-finite one, NaN against an infinity, or opposite infinities are errors (and overruns). The
@@ -186,6 +203,47 @@ def sddmm_check(C: sp.csr_matrix, U: npt.ArrayLike, V: npt.ArrayLike, values: np
         Ud, Vd = np.asarray(U, dtype=name), np.asarray(V, dtype=name)
         baseline = C.data.astype(name) * np.einsum("ij,ji->i", Ud[rows], Vd[:, C.indices])
     return rigorous_elements(ref, magnitude, U64.shape[1] + 1, values, baseline, name)
+
+
+def epilogue_check(
+    op: sp.csr_matrix, B: npt.ArrayLike, C: npt.ArrayLike | None, alpha: float, beta: float,
+    Z: npt.ArrayLike, dtype: str,
+) -> RigorousReport:
+    """``Z = alpha * (op @ B) + beta * C`` (``op``: the matrix the kernel multiplies, ``A^T``
+    for a transposed spec; ``B`` a vector or a ``[K, N]`` matrix; ``C`` shaped like ``Z`` or
+    None) under the bound of the module docstring."""
+    name = np.dtype(dtype).name
+    u = UNIT_ROUNDOFF[name]
+    B64 = np.asarray(B, dtype=np.float64)
+    absA = abs(op.astype(np.float64)).tocsr()
+    terms = np.diff(op.indptr).astype(np.float64)
+    if B64.ndim == 2:
+        terms = terms[:, None]
+    cast = np.dtype(name).type
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = np.asarray(op.astype(np.float64) @ B64)
+        magnitude = np.abs(alpha) * np.asarray(absA @ np.abs(B64))
+        baseline = cast(alpha) * np.asarray(op.astype(name) @ np.asarray(B, dtype=name))
+        ref = alpha * product
+        scaled_c: Any = 0.0
+        if C is not None:
+            C64 = np.asarray(C, dtype=np.float64)
+            ref = ref + beta * C64
+            scaled_c = np.abs(beta * C64)
+            baseline = baseline + cast(beta) * np.asarray(C, dtype=name)
+        bound = np.maximum(
+            BOUND_FLOOR, WILKINSON_K * u * ((terms + 2) * magnitude + 2 * scaled_c)
+        )
+    y64 = np.asarray(Z, dtype=np.float64)
+    max_abs, max_rel = _max_errors(y64, ref)
+    return RigorousReport(
+        wilkinson_k=WILKINSON_K,
+        naive_mismatches=count_errors(y64, ref),
+        baseline_overruns=_overruns(np.asarray(baseline), ref, bound),
+        gpu_overruns=_overruns(y64, ref, bound),
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+    )
 
 
 def random_vector(cols: int, dtype: str, seed: int = 0) -> npt.NDArray[Any]:
