@@ -51,7 +51,17 @@ def spec_kernel(path: Path) -> str:
     """``spmv``, ``spmm`` or ``sddmm``: the form of the spec's einsum (transposed forms are
     their untransposed kernel's)."""
     spec = load_spec(path)
-    return "spmv" if auto.is_auto(spec) else str(lower(spec).form.kind)
+    if auto.is_auto(spec):
+        return "spmv"
+    form = lower(spec).form
+    if form.epilogue is not None:
+        # the bench times kernel launches against cuSPARSE's product: an epilogue's second
+        # launch would be timed for us and not for the baseline
+        raise TeaalLoopsError(
+            f"{path}: its einsums end with the epilogue {form.epilogue.text}; the bench times "
+            "products: give the product's spec alone"
+        )
+    return str(form.kind)
 
 
 def parse_widths(items: Sequence[str]) -> dict[str, tuple[int, ...]]:

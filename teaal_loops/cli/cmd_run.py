@@ -211,7 +211,8 @@ def run_dense(args: argparse.Namespace, kernel: Any, prepared: Any, A: Any) -> i
         host = (rng.uniform(-1, 1, (shape.rows, size)).astype(dtype),
                 rng.uniform(-1, 1, (size, shape.cols)).astype(dtype))
     addend, scalars = _epilogue_operands(form, shape.rows, size, dtype, rng)
-    operands = tuple(cupy.asarray(h) for h in (*host, *addend))
+    placed = tuple(_in_storage_order(cupy, h, i, form) for i, h in enumerate(host))
+    operands = (*placed, *(cupy.asarray(a) for a in addend))
     names = ", ".join(form.operands or (kernel.schedule.vector,))
     rank = f", {form.dense.name}={size}" if form.dense is not None else ""
     print(f"Form: {kernel.form} {form.text} ({names} dense{rank})")
@@ -255,6 +256,23 @@ def _epilogue_operands(form: Any, rows: int, size: int, dtype: Any, rng: Any
     if len(shape) == 2 and epi.addend_storage and epi.addend_storage[0] != epi.addend_ranks[0]:
         c = np.asfortranarray(c)  # stored column-major, as its rank-order says
     return (c,), scalars
+
+
+def _in_storage_order(cupy: Any, array: Any, index: int, form: Any) -> Any:
+    """Dense operand ``index`` on the device laid out as the spec stores it: the kernel takes
+    it in its logical shape (SpMM's B as (K, N), SDDMM's A as (M, K) and B as (K, N)) and reads
+    it through strides, so a spec that stores B as [N, K] gets a Fortran-ordered (K, N) array
+    (row-major in [N, K]), the layout its mapping is written for."""
+    if array.ndim != 2 or form.dense is None or index >= len(form.operand_storage):
+        return cupy.asarray(array)
+    storage = form.operand_storage[index]
+    dense = form.dense.name
+    first_is_dense = form.kind == "sddmm" and index == 1  # SDDMM's B is (K, N)
+    logical_first = dense if first_is_dense else next(
+        (r for r in form.operand_ranks[index] if r != dense), None)
+    if storage and logical_first is not None and storage[0] != logical_first:
+        return cupy.asfortranarray(cupy.asarray(array))
+    return cupy.asarray(array)
 
 
 def _dense_report(kernel: Any, A: Any, host: Any, addend: Any, scalars: dict[str, float],

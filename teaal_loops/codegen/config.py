@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
+from teaal_loops.ir.dense import reduce_lanes
 from teaal_loops.ir.model import BoundSchedule, Combine, ScalarEpilogue, Schedule
 from teaal_loops.layouts import canonical_layout, check_schedule_fits, get_layout
 from teaal_loops.schedules import ScheduleDefinition, schedule_definition
@@ -231,6 +232,7 @@ def make_config(
     group_size = definition.compile_time_group(schedule, bound)
     _check_common(schedule, index_bits)
     definition.check_structure(schedule, group_size)
+    reduce_lanes(schedule, group_size)  # SDDMM's K lanes: refused here, located, not by nvcc
     if schedule.form.epilogue is not None and schedule.form.kind not in ("spmv", "spmm"):
         raise UnsupportedMappingError(  # lowering refuses it first; a hand-built schedule can
             f"an epilogue follows SpMV or SpMM, not {schedule.form.kind}"

@@ -16,6 +16,7 @@ from teaal_loops.ir.model import (
     GpuLevel,
     RankBinding,
     RowTiling,
+    ScalarEpilogue,
     Schedule,
 )
 from teaal_loops.types import DeviceInfo, Launch, MatrixShape, index_bits
@@ -32,6 +33,7 @@ __all__ = [
     "MatrixShape",
     "RankBinding",
     "RowTiling",
+    "ScalarEpilogue",
     "Schedule",
     "SpmvShape",
     "index_bits",

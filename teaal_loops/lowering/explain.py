@@ -120,6 +120,12 @@ def explain_text(
     elif s.form.kind == "sddmm":
         combine = f"each atom's value is written by its owner, which sums {_dense_name(s)}"
     lines.append(f"combine:   {combine}")
+    if s.form.epilogue is not None:
+        e = s.form.epilogue
+        lines.append(
+            f"epilogue:  {e.text}: after the product (into {e.output}, rounded to the dtype), "
+            "a second, elementwise kernel, one thread per output element"
+        )
     lines.extend(definition.explain_lines(s))
     params = ", ".join(
         f"{k}={'default' if v is None else v}" for k, v in sorted(s.params.items())

@@ -21,7 +21,7 @@ from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingEr
 from teaal_loops.ir.dense import LoweredDense, check_dense_position, lower_dense
 from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
-from teaal_loops.ir.model import Combine, Form, ScalarEpilogue, Schedule
+from teaal_loops.ir.model import Combine, Form, RankBinding, ScalarEpilogue, Schedule
 from teaal_loops.ir.params import bind_params
 from teaal_loops.layouts import (
     canonical_layout,
@@ -81,7 +81,7 @@ def lower(
         )
     _check_layout(ctx, kind, shape.kind)
     order = {name: i for i, name in enumerate(spec.loop_order_of(ctx.output))}
-    ranks = (*lowered.ranks, *(dense.bindings if dense else ()))
+    ranks = _indexed(ctx, (*lowered.ranks, *(dense.bindings if dense else ())))
     ordered = tuple(sorted(ranks, key=lambda r: order.get(r.name, len(order))))
     missing = set(spec.final_ranks[ctx.output]) - {r.name for r in ordered}
     if missing:  # a final rank the mapping above did not bind
@@ -110,6 +110,19 @@ def lower(
         work_per_thread=lowered.work_per_thread,
         block_threads=threads,
         form=_form(shape, dense, epilogue),
+    )
+
+
+def _indexed(ctx: MappingContext, ranks: tuple[RankBinding, ...]) -> tuple[RankBinding, ...]:
+    """Every rank's position in the spec's whole space and time lists (the definitions lowered
+    a mapping without the dense rank, so their positions skip it)."""
+    return tuple(
+        replace(
+            r,
+            space_index=ctx.space.index(r.name) if r.name in ctx.space else None,
+            time_index=ctx.time.index(r.name) if r.name in ctx.time else None,
+        )
+        for r in ranks
     )
 
 

@@ -47,12 +47,13 @@ class AutoKernel:
         padding_limit: float | None | str = "default",
     ) -> None:
         shape = recognise_spmv(spec)
-        if shape.kind != "spmv" or shape.transposed:
+        if shape.kind != "spmv" or shape.transposed or shape.epilogue is not None:
             # auto's measured constants choose among SpMV kernels; a choice for SpMM or
             # SDDMM would be a guess
             raise UnsupportedMappingError(
                 f"schedule: auto chooses among SpMV kernels; {shape.text} is "
-                f"{'a transposed ' if shape.transposed else ''}{shape.kind}: give its mapping "
+                f"{'a transposed ' if shape.transposed else ''}{shape.kind}"
+                f"{' with an epilogue' if shape.epilogue is not None else ''}: give its mapping "
                 "(the spec library has SpMM and SDDMM mappings: specs/spmm, specs/sddmm)",
                 key_path="x-teaal-loops.schedule",
             )

@@ -132,3 +132,15 @@ def test_block_sizes_and_source_files_apply_to_the_kernel_that_times_the_label(
     with pytest.raises(TeaalLoopsError, match="no variant 'nope' is timed"):
         bench_module.bench(suites=(), synthetic=["uniform:rows=20,nnz=50"],
                            sources=[("nope", cu)])
+
+
+def test_a_spec_with_an_epilogue_is_refused_by_the_bench(tmp_path: Path) -> None:
+    from teaal_loops.errors import TeaalLoopsError
+
+    spec = tmp_path / "gemv_like.yaml"
+    spec.write_text(
+        "einsum:\n  declaration: {A: [M, K], B: [K], T1: [M], C: [M], Z: [M]}\n"
+        "  expressions: ['T1[m] = A[m, k] * B[k]', 'Z[m] = a * T1[m] + b * C[m]']\n"
+    )
+    with pytest.raises(TeaalLoopsError, match="epilogue"):
+        plan.spec_kernel(spec)
