@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from teaal_loops.errors import MatrixError
+from teaal_loops.errors import DeviceError, MatrixError
 from teaal_loops.ir.model import ScalarEpilogue, Schedule
 from teaal_loops.types import KernelParam
 
@@ -68,12 +68,28 @@ def device_dense(
     kind = getattr(getattr(value, "dtype", None), "kind", None) or np.asarray(value).dtype.kind
     if kind not in "iuf":
         raise MatrixError(f"operand {name} holds {_kind_name(kind)} values; expected real numbers")
+    if not isinstance(value, cupy.ndarray):  # uploaded: refuse what cannot fit, naming it
+        ensure_fits(cupy, got[0] * got[1] * np.dtype(dtype).itemsize, f"operand {name}")
     array = value if isinstance(value, cupy.ndarray) else cupy.asarray(value)
     if array.dtype != dtype:
         array = array.astype(dtype)
     if any(s % array.itemsize for s in array.strides):
         array = cupy.ascontiguousarray(array)
     return array
+
+
+def ensure_fits(cupy: Any, nbytes: int, what: str) -> None:
+    """A one-line DeviceError, naming ``what``, when ``nbytes`` exceed the free device memory
+    plus CuPy's pooled free blocks (a host stand-in without ``cuda`` checks nothing)."""
+    runtime = getattr(getattr(cupy, "cuda", None), "runtime", None)
+    if runtime is None:
+        return
+    free = int(runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
+    if nbytes > free:
+        raise DeviceError(
+            f"{what} needs {nbytes / 2**30:.2f} GiB of GPU memory but only "
+            f"{free / 2**30:.2f} GiB is free"
+        )
 
 
 def element_strides(array: Any) -> tuple[int, ...]:
@@ -112,8 +128,12 @@ def dense_inputs(
 
 def new_dense_output(cupy: Any, schedule: Schedule, rows: int, size: int, nnz: int,
                      dtype: np.dtype[Any], zeroed: bool) -> Any:
-    """SpMM: ``(rows, N)`` in the output's storage order; SDDMM: one value per atom."""
+    """SpMM: ``(rows, N)`` in the output's storage order; SDDMM: one value per atom. An
+    output that cannot fit in free device memory is refused first, naming it."""
     make = cupy.zeros if zeroed else cupy.empty
+    count = nnz if schedule.form.kind == "sddmm" else rows * size
+    ensure_fits(cupy, count * np.dtype(dtype).itemsize,
+                f"the output {schedule.output} ({count} values)")
     if schedule.form.kind == "sddmm":
         return make(nnz, dtype=dtype)
     storage = schedule.form.output_storage

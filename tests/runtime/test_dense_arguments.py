@@ -77,3 +77,32 @@ def test_dense_operands_are_checked_before_any_launch() -> None:
         device_dense(FakeCupy, np.zeros(5), f32, (5, None), "B")
     ok = device_dense(FakeCupy, np.zeros((5, 2), np.int64), f32, (5, None), "B")
     assert ok.dtype == f32 and ok.shape == (5, 2)
+
+
+def test_an_output_or_upload_that_cannot_fit_is_refused_naming_it() -> None:
+    from teaal_loops.errors import DeviceError
+    from teaal_loops.runtime.operands import ensure_fits
+
+    class Runtime:
+        @staticmethod
+        def memGetInfo() -> tuple[int, int]:
+            return (1 << 20, 1 << 30)
+
+    class Pool:
+        @staticmethod
+        def free_bytes() -> int:
+            return 0
+
+    class Cuda:
+        runtime = Runtime
+
+    class SmallGpu:
+        cuda = Cuda
+
+        @staticmethod
+        def get_default_memory_pool() -> Pool:
+            return Pool()
+
+    ensure_fits(SmallGpu, 1 << 19, "operand B")  # fits
+    with pytest.raises(DeviceError, match="operand B needs"):
+        ensure_fits(SmallGpu, 1 << 21, "operand B")
