@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from teaal_loops.bench import results_v1
+from teaal_loops.bench.best import best_and_auto
 from teaal_loops.bench.schema import check_document, read_document, version
 
 TARGET_DTYPE = "float32"
@@ -95,25 +96,8 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def case_best_and_auto(case: dict[str, Any]) -> dict[str, Any]:
-    """``{"best": {...}, "auto": {...}}`` for one case (module docstring)."""
-    results = [r for r in case.get("results", []) if timed(r)]
-    out: dict[str, Any] = {"best": None, "auto": None}
-    if results:
-        best = min(results, key=lambda r: median(r["kernel"]) or math.inf)
-        out["best"] = summary_of(best)
-    auto = next((r for r in case.get("results", []) if r.get("auto")), None)
-    if auto is not None:
-        entry = summary_of(auto) if "kernel" in auto else {"label": auto.get("label")}
-        choice = case.get("auto_choice") or {}
-        entry["rule"] = choice.get("rule")
-        entry["reason"] = choice.get("reason")
-        entry["valid"] = bool(auto.get("valid"))
-        over = None
-        if out["best"] and timed(auto):
-            over = (median(auto["kernel"]) or math.inf) / out["best"]["kernel_ms"]
-        entry["over_best"] = over
-        out["auto"] = entry
-    return out
+    """``{"best": {...}, "auto": {...}}`` for one case (:mod:`teaal_loops.bench.best`)."""
+    return best_and_auto(case, summary_of, timed, median)
 
 
 def summary_of(r: dict[str, Any]) -> dict[str, Any]:

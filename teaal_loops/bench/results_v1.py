@@ -28,6 +28,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from teaal_loops.bench.best import best_and_auto
+
 CORPUS_SPEEDUP = 2.0
 LARGE_SPEEDUP = 1.0
 BANDED_COPY_FRACTION = 0.8
@@ -71,25 +73,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def case_best_and_auto(case: dict[str, Any]) -> dict[str, Any]:
-    """``{"best": {...}, "auto": {...}}`` for one case (module docstring)."""
-    results = [r for r in case.get("results", []) if timed(r)]
-    out: dict[str, Any] = {"best": None, "auto": None}
-    if results:
-        best = min(results, key=lambda r: _median(r["kernel"]) or math.inf)
-        out["best"] = _summary_of(best)
-    auto = next((r for r in case.get("results", []) if r.get("auto")), None)
-    if auto is not None:
-        entry = _summary_of(auto) if "kernel" in auto else {"label": auto.get("label")}
-        choice = case.get("auto_choice") or {}
-        entry["rule"] = choice.get("rule")
-        entry["reason"] = choice.get("reason")
-        entry["valid"] = bool(auto.get("valid"))
-        over = None
-        if out["best"] and timed(auto):
-            over = (_median(auto["kernel"]) or math.inf) / out["best"]["kernel_ms"]
-        entry["over_best"] = over
-        out["auto"] = entry
-    return out
+    """``{"best": {...}, "auto": {...}}`` for one case (:mod:`teaal_loops.bench.best`)."""
+    return best_and_auto(case, _summary_of, timed, _median)
 
 
 def _summary_of(r: dict[str, Any]) -> dict[str, Any]:

@@ -137,17 +137,7 @@ def rigorous(A: sp.csr_matrix, x: npt.ArrayLike, y: npt.ArrayLike, dtype: str) -
         ref = reference(A, x)
         # SciPy's CSR matvec accumulates each row sequentially in the matrix's dtype.
         baseline = A.astype(name) @ np.asarray(x, dtype=name)
-    bound = wilkinson_bound(A, x, name)
-    y64 = np.asarray(y, dtype=np.float64)
-    max_abs, max_rel = _max_errors(y64, ref)
-    return RigorousReport(
-        wilkinson_k=WILKINSON_K,
-        naive_mismatches=count_errors(y64, ref),
-        baseline_overruns=_overruns(np.asarray(baseline), ref, bound),
-        gpu_overruns=_overruns(y64, ref, bound),
-        max_abs_error=max_abs,
-        max_rel_error=max_rel,
-    )
+    return report(ref, wilkinson_bound(A, x, name), y, baseline)
 
 
 def rigorous_elements(
@@ -162,13 +152,20 @@ def rigorous_elements(
         bound = np.maximum(
             BOUND_FLOOR, WILKINSON_K * np.asarray(terms, dtype=np.float64) * u * magnitude
         )
+    return report(ref, bound, y, baseline)
+
+
+def report(ref: npt.NDArray[np.float64], bound: npt.ArrayLike, y: npt.ArrayLike,
+           baseline: npt.ArrayLike) -> RigorousReport:
+    """The verdict of ``y`` (and of the sequential ``baseline``) against ``ref`` within
+    ``bound`` per element, with the naive --validate count and the largest errors."""
     y64 = np.asarray(y, dtype=np.float64)
     max_abs, max_rel = _max_errors(y64, ref)
     return RigorousReport(
         wilkinson_k=WILKINSON_K,
         naive_mismatches=count_errors(y64, ref),
-        baseline_overruns=_overruns(np.asarray(baseline), ref, bound),
-        gpu_overruns=_overruns(y64, ref, bound),
+        baseline_overruns=_overruns(np.asarray(baseline), ref, np.asarray(bound)),
+        gpu_overruns=_overruns(y64, ref, np.asarray(bound)),
         max_abs_error=max_abs,
         max_rel_error=max_rel,
     )
@@ -234,16 +231,7 @@ def epilogue_check(
         bound = np.maximum(
             BOUND_FLOOR, WILKINSON_K * u * ((terms + 2) * magnitude + 2 * scaled_c)
         )
-    y64 = np.asarray(Z, dtype=np.float64)
-    max_abs, max_rel = _max_errors(y64, ref)
-    return RigorousReport(
-        wilkinson_k=WILKINSON_K,
-        naive_mismatches=count_errors(y64, ref),
-        baseline_overruns=_overruns(np.asarray(baseline), ref, bound),
-        gpu_overruns=_overruns(y64, ref, bound),
-        max_abs_error=max_abs,
-        max_rel_error=max_rel,
-    )
+    return report(ref, bound, Z, baseline)
 
 
 def random_vector(cols: int, dtype: str, seed: int = 0) -> npt.NDArray[Any]:
