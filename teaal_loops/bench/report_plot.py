@@ -24,9 +24,13 @@ def case_name(case: dict[str, Any]) -> str:
 
 def plot(doc: dict[str, Any], path: str | Path) -> Path:
     """Write :func:`figure` as a PNG at ``path``."""
+    return save(figure(doc), path)
+
+
+def save(fig: Any, path: str | Path) -> Path:
+    """A matplotlib figure as a PNG at ``path`` (folders made; the figure closed after)."""
     import matplotlib.pyplot as plt
 
-    fig = figure(doc)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from teaal_loops.bench import report_plot
 from teaal_loops.bench.report_format import count as _count
 from teaal_loops.bench.report_format import minor_tick_label, tick_label
 from teaal_loops.bench.report_format import pct as _pct
@@ -181,16 +182,7 @@ def _timing_notes(doc: dict[str, Any]) -> list[str]:
 
 def plot(doc: dict[str, Any], path: str | Path) -> Path:
     """Speedup over cuSPARSE and achieved GB/s per matrix, as a PNG at ``path``."""
-    import matplotlib.pyplot as plt
-
-    fig = figure(doc)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fig.savefig(out, dpi=110)
-    finally:
-        plt.close(fig)
-    return out
+    return report_plot.save(figure(doc), path)
 
 
 def figure(doc: dict[str, Any]) -> Any:
