@@ -69,6 +69,7 @@ def bench(
     auto: bool = True,
     block_threads: Sequence[int] = (),
     sources: Sequence[tuple[str, Path]] = (),
+    l2_persist: bool = False,
     widths: Mapping[str, Sequence[int]] | None = None,
     kernels: Sequence[str] = (),
     reps: int = 25,
@@ -85,7 +86,8 @@ def bench(
     suites' kernels, or the forms of ``specs``, or SpMV); ``widths`` SpMM's N and SDDMM's K
     (default :data:`DEFAULT_WIDTHS`). ``block_threads`` times every SpMV variant at those
     block sizes too; ``sources`` adds, per ``(label, file)``, the variant ``label`` launching
-    ``file`` (:mod:`.variants`)."""
+    ``file`` (:mod:`.variants`); ``l2_persist`` times every SpMV variant also with x held
+    persisting in L2 (label ``+l2persist``)."""
 
     if not kernels and not suites and specs:
         from_specs = [plan.spec_kernel(Path(s)) for s in specs]
@@ -103,7 +105,7 @@ def bench(
     by_kernel, wants_auto = kernel_variants(
         specs, wanted, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
     )
-    by_kernel = _with_experiments(by_kernel, block_threads, sources)
+    by_kernel = _with_experiments(by_kernel, block_threads, sources, l2_persist)
     options = BenchOptions(
         entries=[item.entry for item in items],
         variants=by_kernel.get("spmv", []),
@@ -127,6 +129,7 @@ def _with_experiments(
     by_kernel: dict[str, list[Variant]],
     block_threads: Sequence[int],
     sources: Sequence[tuple[str, Path]],
+    l2_persist: bool = False,
 ) -> dict[str, list[Variant]]:
     """Every kernel's variants also at ``block_threads``; each source file beside the variant
     it names, in whichever kernel times it (one line when none does)."""
@@ -136,7 +139,8 @@ def _with_experiments(
         labels = {v.label for v in with_experiments(variants, block_threads=block_threads)}
         mine = [(label, path) for label, path in sources if label in labels]
         used.update(label for label, _ in mine)
-        out[kernel] = with_experiments(variants, block_threads=block_threads, sources=mine)
+        out[kernel] = with_experiments(variants, block_threads=block_threads, sources=mine,
+                                       l2_persist=l2_persist and kernel == "spmv")
     unused = [(label, path) for label, path in sources if label not in used]
     if unused:  # with_experiments says which label is not timed, and lists those that are
         with_experiments([v for vs in by_kernel.values() for v in vs], sources=unused)

@@ -26,6 +26,7 @@ generated variant, timed alike (:mod:`teaal_loops.bench.sides`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, prepare_variant
 from teaal_loops.matrix.limit_model import spmv_limits, x_gather_sectors_sorted
+from teaal_loops.runtime.l2_persist import PersistingWindow
 
 INT32_MAX = 2**31 - 1
 CUPYX_WHAT = "cupyx.scipy.sparse.csr_matrix @ x (cusparseSpMV, descriptors made every call)"
@@ -139,7 +141,6 @@ def _best(ctx: Context, mats: list[Any], xs: list[Any], check: sides.Check,
 
 def _time_variant(ctx: Context, variant: Variant, dtype: str, mats: list[Any], xs: list[Any],
                   check: sides.Check, nbytes: int, baseline_ms: float | None) -> dict[str, Any]:
-    timer, options, k = ctx.timer, ctx.options, len(mats)
     kernel = ctx.kernel(variant, dtype)
     prepared = prepare_variant(kernel, variant, mats)
     p0 = prepared[0]
@@ -161,6 +162,34 @@ def _time_variant(ctx: Context, variant: Variant, dtype: str, mats: list[Any], x
     if not records.checked(out, check(y0)):
         return out
     ys = [kernel.new_output(p) for p in prepared]
+    with _persisting(ctx, variant, xs, out):
+        if "skipped" in out:
+            return out
+        _time_launches(ctx, kernel, prepared, xs, ys, check, baseline_ms, out)
+    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
+    return out
+
+
+def _persisting(ctx: Context, variant: Variant, xs: list[Any], out: dict[str, Any]) -> Any:
+    """The L2 window over x for a ``+l2persist`` variant (else nothing). Rotated copies of a
+    small matrix defeat L2 on purpose, so the experiment runs only where there is one copy."""
+    if not variant.persist_x:
+        return contextlib.nullcontext()
+    if len(xs) > 1:
+        out["skipped"] = (f"l2persist: the matrix is rotated over {len(xs)} copies to keep it "
+                          "out of L2; the experiment runs on matrices too large for that")
+        return contextlib.nullcontext()
+    window = PersistingWindow(ctx.cp, xs[0])
+    out["l2_window"] = {"set_aside_bytes": window.set_aside, "window_bytes": window.window,
+                        "hit_ratio": window.hit_ratio}
+    return window
+
+
+def _time_launches(ctx: Context, kernel: Any, prepared: list[Any], xs: list[Any],
+                   ys: list[Any], check: sides.Check, baseline_ms: float | None,
+                   out: dict[str, Any]) -> None:
+    """Device time, throughput, latency, the convenient call and graph replay, into ``out``."""
+    timer, options, k = ctx.timer, ctx.options, len(prepared)
 
     def launch(i: int) -> None:
         j = i % k
@@ -178,8 +207,6 @@ def _time_variant(ctx: Context, variant: Variant, dtype: str, mats: list[Any], x
     out["graph"] = sides.graph_side(
         timer, [_capturer(kernel, p, x, y) for p, x, y in zip(prepared, xs, ys, strict=True)],
         ys[0], check, reps, 0 if capped else options.warmup)
-    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
-    return out
 
 
 def _capturer(kernel: Any, prepared: Any, x: Any, y: Any) -> Any:

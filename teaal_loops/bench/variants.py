@@ -52,6 +52,9 @@ class Variant:
     source: Path | None = None  # CUDA launched instead of the generated source
     patch: tuple[tuple[str, str], ...] = ()  # (old, new) replacements in the generated source
     tag: str = ""  # names a patch (or a source) in the label
+    # SpMV experiment: x held persisting in L2 by an access-policy window on the launch stream
+    # (teaal_loops.runtime.l2_persist) while the matrix streams; label suffix +l2persist
+    persist_x: bool = False
 
     @property
     def spec_name(self) -> str:
@@ -63,7 +66,8 @@ class Variant:
         if self.block_threads:
             label += f"@t{self.block_threads}"
         tag = self.tag or (self.source.name if self.source else ("patched" if self.patch else ""))
-        return f"{label}+{tag}" if tag else label
+        label = f"{label}+{tag}" if tag else label
+        return f"{label}+l2persist" if self.persist_x else label
 
     @property
     def generated(self) -> bool:
@@ -169,12 +173,16 @@ def with_experiments(
     *,
     block_threads: Sequence[int] = (),
     sources: Sequence[tuple[str, Path]] = (),
+    l2_persist: bool = False,
 ) -> list[Variant]:
-    """``variants``, each also at every ``block_threads`` size, plus one variant per source
-    file: a copy of the variant whose label is the source's label, launching that file."""
+    """``variants``, each also at every ``block_threads`` size (and, with ``l2_persist``, with
+    x persisting in L2), plus one variant per source file: a copy of the variant whose label
+    is the source's label, launching that file."""
     out = list(variants)
     for v in variants:
         out += [replace(v, block_threads=n) for n in block_threads if n != v.block_threads]
+    if l2_persist:
+        out += [replace(v, persist_x=True) for v in list(out)]
     by_label = {v.label: v for v in out}
     for label, path in sources:
         if label not in by_label:

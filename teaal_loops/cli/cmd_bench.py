@@ -83,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--source", action="append", default=[], metavar="LABEL=FILE",
                    help="also time variant LABEL launching FILE's CUDA (e.g. the same spec "
                    "generated at an earlier commit) with the same arguments (repeatable)")
+    p.add_argument("--l2-persist", action="store_true",
+                   help="also time every SpMV variant with x held persisting in L2 (an "
+                   "access-policy window on the launch stream; label +l2persist)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help="results JSON (default bench-results.json); with --fit-auto the "
                    "constants file (default: the one auto reads, teaal_loops/auto_constants.json)")
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             auto=not args.no_auto,
             block_threads=bench.parse_block_threads(args.block_threads),
             sources=bench.parse_sources(args.source),
+            l2_persist=args.l2_persist,
             widths=bench.parse_widths(args.widths),
             reps=args.reps,
             warmup=args.warmup,

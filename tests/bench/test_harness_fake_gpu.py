@@ -125,3 +125,20 @@ def test_auto_choice_outside_the_variant_set_is_timed_too(fake_gpu: FakeEnv) -> 
     only = run_bench(BenchOptions(entries, [Variant(SPECS / "merge_path.yaml")], reps=3,
                                   warmup=0, only_auto=True))
     assert [r["label"] for r in only["cases"][0]["results"]] == [expected]
+
+
+def test_the_l2_window_experiment_is_labelled_and_skips_rotated_matrices(
+    fake_gpu: FakeEnv, tmp_path: Path
+) -> None:
+    from teaal_loops.bench.variants import with_experiments
+
+    base = [Variant(SPECS / "merge_path.yaml")]
+    both = with_experiments(base, l2_persist=True)
+    assert [v.label for v in both] == ["merge_path", "merge_path+l2persist"]
+    entries = [MatrixEntry("uni", "custom", "synthetic", text="uniform:rows=200,nnz=3000,seed=1")]
+    doc = run_bench(BenchOptions(entries, both, reps=3, warmup=1, auto=False))
+    (case,) = doc["cases"]
+    by = {r["label"]: r for r in case["results"]}
+    assert case["copies"] > 1  # a small matrix is rotated: the window would be meaningless
+    assert "kernel" in by["merge_path"]
+    assert by["merge_path+l2persist"]["skipped"].startswith("l2persist: the matrix is rotated")
