@@ -5,7 +5,7 @@
 #   1. every test marked gpu (corpus matrices x schedules x layouts x dtypes: rigorous verdict,
 #      cuSPARSE, simulation, trace owners, repeated launches; runtime and CLI behaviour);
 #   2. teaal-loops check --against gpu (HiFiber reference vs the kernel's trace) on small
-#      corpus matrices;
+#      corpus matrices, for SpMV and for the SpMM, SDDMM, transposed and epilogue specs;
 #   3. teaal-loops validate: large synthetic matrices of every kind (sizes via $LARGE, e.g.
 #      LARGE="--max-nnz 1e8").
 # Usage (repository root): OUT=out bash scripts/gpu_validation.sh
@@ -33,6 +33,16 @@ for m in chesapeake west0067 cage8 lp_ship04l; do
         echo "$m $s: $(grep -E '^(owners|result)' "$out/check.tmp" | tr '\n' ' ')" \
             | tee -a "$out/check_gpu.log"
     done
+done
+# SpMM, SDDMM, transposed and epilogue forms: values and the owner of every (nonzero, dense index)
+for s in specs/spmm/*.yaml specs/sddmm/*.yaml "$corpus/teaal-specs/teaal-compiler/spmm.yaml" \
+         "$corpus/teaal-specs/teaal-compiler/sddmm.yaml" "$corpus/teaal-specs/teaal-compiler/gemv.yaml" \
+         "$corpus/teaal-specs/loops/spmm_work_oriented__cell07_0.yaml"; do
+    rank=$(case "$s" in *sddmm*) echo K=32;; *gemv*) echo "";; *) echo N=8;; esac)
+    python3 -m teaal_loops check "$s" -m "$corpus/matrices/west0067.mtx.gz" --against gpu \
+        ${rank:+--rank "$rank"} > "$out/check.tmp" 2>&1 || status=1
+    echo "west0067 $(basename "$s"): $(grep -E '^(owners|result)' "$out/check.tmp" | tr '\n' ' ')" \
+        | tee -a "$out/check_gpu.log"
 done
 rm -f "$out/check.tmp"
 
