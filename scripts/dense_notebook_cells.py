@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from textwrap import dedent
 
-import dense_notebook_sddmm as sddmm
-import dense_notebook_spmm as spmm
+from scripts import dense_notebook_sddmm as sddmm
+from scripts import dense_notebook_spmm as spmm
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,11 @@ views agreeing (HiFiber reference, CPU simulation, NumPy: values and the owner o
 CuPy and a GPU are present. The committed .ipynb files carry no outputs (CI executes them); edit
 this generator, not the notebooks.
 
-    python scripts/make_dense_notebooks.py            # (re)write notebooks/{spmm,sddmm}.ipynb
-    python scripts/make_dense_notebooks.py --check    # exit 1 when a committed file is stale
+    python -m scripts.make_dense_notebooks            # (re)write notebooks/{spmm,sddmm}.ipynb
+    python -m scripts.make_dense_notebooks --check    # exit 1 when a committed file is stale
+
+(from the repository root: the generator's cells live in sibling modules of the ``scripts``
+package)
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from pathlib import Path
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dense_notebook_cells import NOTEBOOKS, Notebook  # noqa: E402 - a sibling of this script
+from scripts.dense_notebook_cells import NOTEBOOKS, Notebook
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(REPO)}")
     if stale:
         names = ", ".join(str(p.relative_to(REPO)) for p in stale)
-        print(f"stale: {names} (run python scripts/make_dense_notebooks.py)", file=sys.stderr)
+        print(f"stale: {names} (run python -m scripts.make_dense_notebooks)", file=sys.stderr)
         return 1
     return 0
 

@@ -10,7 +10,6 @@ import importlib.util
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,13 +28,7 @@ NAMES = ("spmm", "sddmm")
 
 
 def _generator() -> ModuleType:
-    path = REPO / "scripts" / "make_dense_notebooks.py"
-    spec = importlib.util.spec_from_file_location("make_dense_notebooks", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.make_dense_notebooks")
 
 
 GENERATOR = _generator()
@@ -87,7 +80,7 @@ def test_the_generator_is_deterministic_and_the_notebooks_committed() -> None:
     assert files == GENERATOR.expected_files()
     assert sorted(p.name for p in files) == sorted(f"{n}.ipynb" for n in NAMES)
     for path, text in files.items():
-        assert path.read_text() == text, "stale: run python scripts/make_dense_notebooks.py"
+        assert path.read_text() == text, "stale: run python -m scripts.make_dense_notebooks"
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
         assert [c.id for c in nb.cells] == [f"{path.stem}-{i:02d}" for i in range(len(nb.cells))]
