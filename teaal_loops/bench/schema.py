@@ -154,7 +154,8 @@ def _check_case(case: Any, at: str, need_stats: bool) -> None:
         _check_result(result, f"{at}.results[{j}]")
 
 
-def _check_result(result: Any, at: str) -> None:
+def _check_result_fields(result: Any, at: str) -> None:
+    """What a result holds in every schema: its label, texts, flags and integer maps."""
     _require(result, at, dict, "an object")
     _get(result, "label", at + ".", str, "a string")
     for key in ("error", "skipped", "spec", "layout", "schedule"):
@@ -166,6 +167,10 @@ def _check_result(result: Any, at: str) -> None:
         for name, value in (mapping or {}).items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _Field(f"{at}.{key}.{name}: expected an integer, got {value!r}")
+
+
+def _check_result(result: Any, at: str) -> None:
+    _check_result_fields(result, at)
     for key in TIMING_BLOCKS:
         block = _optional(result, key, at + ".", dict, "an object")
         if block is not None:
@@ -252,17 +257,7 @@ def _speedups(block: dict[str, Any], at: str) -> None:
 
 
 def _check_result_v2(result: Any, at: str) -> None:
-    _require(result, at, dict, "an object")
-    _get(result, "label", at + ".", str, "a string")
-    for key in ("error", "skipped", "spec", "layout", "schedule"):
-        _optional(result, key, at + ".", str, "a string")
-    for key in ("valid", "auto", "capped"):
-        _optional(result, key, at + ".", bool, "true or false")
-    for key in ("params", "bound"):
-        mapping = _optional(result, key, at + ".", dict, "an object")
-        for name, value in (mapping or {}).items():
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise _Field(f"{at}.{key}.{name}: expected an integer, got {value!r}")
+    _check_result_fields(result, at)
     for key in (*WAYS, "call"):
         block = _optional(result, key, at + ".", dict, "an object")
         if block is not None:
