@@ -41,7 +41,7 @@ from teaal_loops.cli.common import (
     parse_params,
     parse_ranks,
 )
-from teaal_loops.ir import recognise_spmv
+from teaal_loops.ir import recognise_einsum
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower
@@ -205,7 +205,7 @@ def _reference_work(
     if form.dense is None:
         return int(held.nnz) + (rows if form.epilogue else 0), "nonzeros"
     work = int(held.nnz) * dense_size
-    if form.kind == "sddmm" and recognise_spmv(spec).intermediate is not None:
+    if form.kind == "sddmm" and recognise_einsum(spec).intermediate is not None:
         work += rows * cols * dense_size  # TeAAL's T1 = A * B: the whole dense product
     if form.kind == "sddmm":
         work = max(work, rows * cols)  # its output is dense in the reference

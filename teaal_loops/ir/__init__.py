@@ -7,7 +7,7 @@ Lowering, binding and simulation live with the schedule definitions
 (:mod:`teaal_loops.schedules`) and the pipeline's lowering layer (:mod:`teaal_loops.lowering`).
 """
 
-from teaal_loops.ir.einsum import SUPPORTED_FORMS, SpmvShape, recognise_spmv
+from teaal_loops.ir.einsum import SUPPORTED_FORMS, EinsumShape, recognise_einsum
 from teaal_loops.ir.model import (
     BoundSchedule,
     Combine,
@@ -35,7 +35,7 @@ __all__ = [
     "RowTiling",
     "ScalarEpilogue",
     "Schedule",
-    "SpmvShape",
+    "EinsumShape",
     "index_bits",
-    "recognise_spmv",
+    "recognise_einsum",
 ]

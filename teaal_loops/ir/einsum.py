@@ -80,7 +80,7 @@ class Epilogue:
 
 
 @dataclass(frozen=True)
-class SpmvShape:
+class EinsumShape:
     """The roles of the tensors and ranks of one einsum of the family (module docstring).
 
     ``row_rank``/``col_rank`` are the sparse operand's ranks as the product reads it (after
@@ -114,7 +114,7 @@ class SpmvShape:
         return next((d for d in self.dense if self.dense_var in d.variables), None)
 
 
-def recognise_spmv(spec: Spec) -> SpmvShape:
+def recognise_einsum(spec: Spec) -> EinsumShape:
     """The form of ``spec``'s einsums (module docstring), or a located refusal."""
     einsums = spec.einsums
     if len(einsums) == 1:
@@ -174,7 +174,7 @@ def _dense(spec: Spec, access: TensorAccess) -> DenseOperand:
     )
 
 
-def _product_form(spec: Spec, e: Einsum) -> SpmvShape | None:
+def _product_form(spec: Spec, e: Einsum) -> EinsumShape | None:
     """SpMV, SpMM or one-einsum SDDMM from the product einsum ``e``."""
     accesses = _plain_accesses(e.expr)
     out = e.output
@@ -208,7 +208,7 @@ def _pick_sparse(spec: Spec, e: Einsum, candidates: list[TensorAccess],
 
 
 def _spmv_spmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
-               out_vars: tuple[str, ...]) -> SpmvShape | None:
+               out_vars: tuple[str, ...]) -> EinsumShape | None:
     m_var = out_vars[0]
     candidates = [a for a in accesses if len(a.indices) == 2 and m_var in _vars(a)]
     sparse = _pick_sparse(spec, e, candidates, accesses)
@@ -234,7 +234,7 @@ def _spmv_spmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
     dense_rank = None
     if n_var is not None:
         dense_rank = spec.declaration[dense_access.tensor][d_vars.index(n_var)]
-    return SpmvShape(
+    return EinsumShape(
         einsum=e,
         output=e.output.tensor,
         matrix=sparse.tensor,
@@ -255,7 +255,7 @@ def _spmv_spmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
 
 
 def _sddmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
-           out_vars: tuple[str, ...]) -> SpmvShape | None:
+           out_vars: tuple[str, ...]) -> EinsumShape | None:
     """``Z[m, n] = C[m, n] * A[m, k] * B[k, n]`` (factors in any order)."""
     if len(out_vars) != 2:
         return None
@@ -273,7 +273,7 @@ def _sddmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
     if _vars(col)[0] != k_var or k_var in out_vars:
         return None
     declared = spec.declaration[sparse.tensor]
-    return SpmvShape(
+    return EinsumShape(
         einsum=e,
         output=e.output.tensor,
         matrix=sparse.tensor,
@@ -292,7 +292,7 @@ def _sddmm(spec: Spec, e: Einsum, accesses: list[TensorAccess],
     )
 
 
-def _two_einsum_form(spec: Spec, first: Einsum, second: Einsum) -> SpmvShape | None:
+def _two_einsum_form(spec: Spec, first: Einsum, second: Einsum) -> EinsumShape | None:
     """``T1 = product; Z = C * T1`` (SDDMM) or ``Z = a * T1 + b * C`` (epilogue)."""
     t1 = first.output.tensor
     if not all(i.is_plain for i in second.output.indices):
@@ -318,7 +318,7 @@ def _two_einsum_form(spec: Spec, first: Einsum, second: Einsum) -> SpmvShape | N
         shape = _sddmm(spec, fused, [sampler, *product], out_vars)
         if shape is None:
             return None
-        return _replace(shape, intermediate=t1, text=fused.text, einsum=second)
+        return replace(shape, intermediate=t1, text=fused.text, einsum=second)
     epilogue = _epilogue(spec, second, t1, out_vars)
     if epilogue is None:
         return None
@@ -338,7 +338,7 @@ def _two_einsum_form(spec: Spec, first: Einsum, second: Einsum) -> SpmvShape | N
         )
     # The product keeps T1 as its output (the mapping is T1's); it is written straight into
     # Z's storage (T1 is never materialised), and the epilogue then updates Z in place.
-    return _replace(
+    return replace(
         shape, epilogue=epilogue, intermediate=t1, text=f"{first.text}; {second.text}",
         output_storage=_storage(spec, second.output.tensor),
     )
@@ -373,5 +373,3 @@ def _epilogue(spec: Spec, e: Einsum, t1: str, out_vars: tuple[str, ...]) -> Epil
                     output=e.output.tensor, text=e.text)
 
 
-def _replace(shape: SpmvShape, **changes: object) -> SpmvShape:
-    return replace(shape, **changes)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from teaal_loops.errors import Location, UnsupportedMappingError
-from teaal_loops.ir.einsum import SpmvShape
+from teaal_loops.ir.einsum import EinsumShape
 from teaal_loops.spec.model import RankPartitioning, SpaceTime, SpaceTimeRank, Spec
 
 
@@ -36,7 +36,7 @@ class MappingContext:
     """The output's mapping with the ranks oriented to the layout (module docstring)."""
 
     spec: Spec
-    shape: SpmvShape
+    shape: EinsumShape
     layout: str
     tile_rank: str
     atom_rank: str
@@ -70,7 +70,7 @@ class MappingContext:
 
 
 def mapping_context(
-    spec: Spec, shape: SpmvShape, layout: str, tile_rank: str, atom_rank: str, scatter: bool
+    spec: Spec, shape: EinsumShape, layout: str, tile_rank: str, atom_rank: str, scatter: bool
 ) -> MappingContext:
     out = shape.output
     # Splits of one rank by name; a flatten ``(M, K)`` is kept apart, since its name ``MK`` is

@@ -1,6 +1,6 @@
 """Lower a parsed spec to the schedule IR (:func:`lower`).
 
-1. :func:`~teaal_loops.ir.einsum.recognise_spmv` names the roles of the einsum's tensors and
+1. :func:`~teaal_loops.ir.einsum.recognise_einsum` names the roles of the einsum's tensors and
    ranks.
 2. The layout is chosen (argument > ``x-teaal-loops.layout`` > the ``format`` section > the
    matrix's rank order: CSR for ``[M, K]``, CSC for ``[K, M]``) and the ranks oriented to it
@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from teaal_loops.errors import LayoutError, ParameterError, UnsupportedMappingError
 from teaal_loops.ir.dense import LoweredDense, check_dense_position, lower_dense
-from teaal_loops.ir.einsum import SpmvShape, recognise_spmv
+from teaal_loops.ir.einsum import EinsumShape, recognise_einsum
 from teaal_loops.ir.mapping import MappingContext, mapping_context, unsupported
 from teaal_loops.ir.model import Combine, Form, RankBinding, ScalarEpilogue, Schedule
 from teaal_loops.ir.params import bind_params
@@ -43,7 +43,7 @@ def lower(
     block_threads: int | None = None,
 ) -> Schedule:
     """Lower ``spec`` to a :class:`Schedule`; ``params`` binds size parameters by name."""
-    shape = recognise_spmv(spec)
+    shape = recognise_einsum(spec)
     epilogue = _epilogue(spec, shape)
     ctx = _context(spec, shape, layout)
     ext = spec.extensions
@@ -127,7 +127,7 @@ def _indexed(ctx: MappingContext, ranks: tuple[RankBinding, ...]) -> tuple[RankB
 
 
 def _form(
-    shape: SpmvShape, dense: LoweredDense | None, epilogue: ScalarEpilogue | None
+    shape: EinsumShape, dense: LoweredDense | None, epilogue: ScalarEpilogue | None
 ) -> Form:
     return Form(
         kind=shape.kind,
@@ -169,7 +169,7 @@ def _check_layout(ctx: MappingContext, kind: str, form: str) -> None:
 RESERVED_SCALARS = ("out", "owner", "scalars")
 
 
-def _epilogue(spec: Spec, shape: SpmvShape) -> ScalarEpilogue | None:
+def _epilogue(spec: Spec, shape: EinsumShape) -> ScalarEpilogue | None:
     """The scalar epilogue ``Z = alpha * T1 + beta * C`` as the IR carries it, or None.
 
     ``Z`` is elementwise in the product: each element is updated once by one thread of a
@@ -220,7 +220,7 @@ def _with_supported(err: UnsupportedMappingError) -> UnsupportedMappingError:
     )
 
 
-def _context(spec: Spec, shape: SpmvShape, layout: str | None) -> MappingContext:
+def _context(spec: Spec, shape: EinsumShape, layout: str | None) -> MappingContext:
     """Choose the layout and orient the ranks to it (module docstring). A layout the spec
     names (``x-teaal-loops.layout``, ``format``) is refused at the value that names it."""
     chosen, key_path = _chosen_layout(spec, shape, layout)
@@ -238,7 +238,7 @@ def _context(spec: Spec, shape: SpmvShape, layout: str | None) -> MappingContext
 
 
 def _check_orientation(
-    spec: Spec, shape: SpmvShape, scatters: bool, layout: str, key_path: str | None
+    spec: Spec, shape: EinsumShape, scatters: bool, layout: str, key_path: str | None
 ) -> None:
     """A mapping is written for the tiles of its matrix's rank order: rows for ``[M, K]``,
     columns for ``[K, M]``. A layout whose tiles run the other way (``--layout csc`` on a spec
@@ -262,7 +262,7 @@ def _check_orientation(
 
 
 def _chosen_layout(
-    spec: Spec, shape: SpmvShape, layout: str | None
+    spec: Spec, shape: EinsumShape, layout: str | None
 ) -> tuple[str, str | None]:
     """(layout, key path of the spec value that chose it; None for an argument): the
     argument, else ``x-teaal-loops.layout``, else the format section, else the rank order."""

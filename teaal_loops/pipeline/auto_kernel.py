@@ -22,7 +22,7 @@ import numpy as np
 from teaal_loops import auto
 from teaal_loops.codegen import normalize_dtype
 from teaal_loops.errors import TeaalLoopsError, UnsupportedMappingError
-from teaal_loops.ir import recognise_spmv
+from teaal_loops.ir import recognise_einsum
 from teaal_loops.pipeline.stages import load_schedule, make_kernel
 from teaal_loops.runtime import Kernel, PreparedMatrix
 from teaal_loops.runtime.matrix_cache import MatrixCache
@@ -46,7 +46,7 @@ class AutoKernel:
         layout: str | None = None,
         padding_limit: float | None | str = "default",
     ) -> None:
-        shape = recognise_spmv(spec)
+        shape = recognise_einsum(spec)
         if shape.kind != "spmv" or shape.transposed or shape.epilogue is not None:
             # auto's measured constants choose among SpMV kernels; a choice for SpMM or
             # SDDMM would be a guess

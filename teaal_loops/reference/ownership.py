@@ -25,7 +25,7 @@ from teaal_loops.errors import LayoutError
 # The IR's side: the binding of a space stamp to a thread, the form's roles in a spec, the
 # matrix a layout holds (A^T for a transposed form) and the layouts' tile views. The only
 # imports from the IR in this package: re-point them here.
-from teaal_loops.ir import recognise_spmv
+from teaal_loops.ir import recognise_einsum
 from teaal_loops.layouts import TileView, tile_view
 from teaal_loops.lowering.simulate import sparse_operand, thread_of_space_stamp
 from teaal_loops.reference.stamps import Stamp
@@ -91,7 +91,7 @@ class _Keys:
 
 
 def _keys(spec: Any, bound: Any) -> _Keys:
-    shape = recognise_spmv(spec)
+    shape = recognise_einsum(spec)
     per_atom = shape.kind == "sddmm" and shape.intermediate is not None
     dense_var = None if per_atom else shape.dense_var
     size = int(bound.dense_size) if dense_var is not None else 1

@@ -13,7 +13,7 @@ import pytest
 import teaal_loops
 from teaal_loops.cli import main
 from teaal_loops.errors import UnsupportedMappingError
-from teaal_loops.ir import recognise_spmv
+from teaal_loops.ir import recognise_einsum
 from teaal_loops.ir.model import Combine, ScalarEpilogue
 from teaal_loops.lowering import lower
 from teaal_loops.spec import load_spec, load_spec_string
@@ -35,7 +35,7 @@ def test_teaal_gemv_lowers_as_a_transposed_spmv_with_its_epilogue() -> None:
     assert s.form.text == "T1[m] = A[k] * B[k, m]; Z[m] = a * T1[m] + b * C[m]"
     assert s.form.epilogue.scalars == ("a", "b")
     # the product's own view: T1's einsum, whose multiplies the reference stamps
-    shape = recognise_spmv(spec)
+    shape = recognise_einsum(spec)
     assert shape.output == "T1" and shape.epilogue is not None and shape.epilogue.output == "Z"
 
 
