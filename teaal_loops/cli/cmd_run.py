@@ -22,10 +22,13 @@ from teaal_loops.cli.common import (
     add_dtype_option,
     add_matrix_options,
     add_param_option,
+    add_rank_option,
     add_seed_option,
+    dense_size_for,
     load_matrix_from_args,
     padding_limit,
     parse_params,
+    parse_ranks,
 )
 from teaal_loops.cli.distributed import add_run_options, run_distributed
 from teaal_loops.errors import ParameterError
@@ -35,7 +38,6 @@ from teaal_loops.spec import load_spec
 from teaal_loops.spec.model import Extensions
 
 ORDER = 50
-MAX_DENSE_SIZE = 1 << 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,11 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed launches (3)")
     add_seed_option(p)
-    p.add_argument(
-        "--rank", action="append", default=[], metavar="NAME=SIZE",
-        help="size of a dense rank (SpMM's N, SDDMM's K; default 8); the dense operands are "
-        "random, seeded by --seed",
-    )
+    add_rank_option(p)  # the dense operands are random, seeded by --seed
     p.add_argument("-v", "--verbose", action="store_true", help="schedule, launch, bandwidth")
     add_run_options(p)
     p.set_defaults(func=run)
@@ -176,22 +174,14 @@ def _print_details(kernel: Any, prepared: Any, elapsed_ms: float) -> None:
 
 
 def dense_rank_size(kernel: Any, ranks: list[str]) -> int:
-    """The dense rank's size from ``--rank NAME=SIZE`` (default 8); other names refused."""
-    dense = kernel.schedule.form.dense
-    size = DEFAULT_DENSE_SIZE
-    for item in ranks:
-        rank, eq, value = item.partition("=")
-        if not eq or rank.strip() != (dense.name if dense else None):
-            raise ParameterError(
-                f"--rank {item!r}: expected {dense.name if dense else 'no dense rank'}=SIZE"
-            )
-        try:
-            size = int(value)
-        except ValueError:
-            raise ParameterError(f"--rank {item!r}: SIZE must be an integer") from None
-        if not 1 <= size <= MAX_DENSE_SIZE:
-            raise ParameterError(f"--rank {item!r}: SIZE must be in [1, {MAX_DENSE_SIZE}]")
-    return size
+    """The dense rank's size from ``--rank NAME=SIZE`` (default 8; the shared rules of
+    :func:`teaal_loops.cli.common.parse_ranks` and ``dense_size_for``)."""
+    if isinstance(kernel, pipeline.AutoKernel):
+        if ranks:
+            raise ParameterError("--rank: schedule auto runs SpMV specs, which have no dense rank")
+        return 1
+    size = dense_size_for(kernel.schedule, parse_ranks(ranks))
+    return DEFAULT_DENSE_SIZE if size is None else size
 
 
 def run_dense(args: argparse.Namespace, kernel: Any, prepared: Any, A: Any) -> int:

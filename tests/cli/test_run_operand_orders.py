@@ -34,3 +34,23 @@ def test_operands_follow_the_specs_storage_order(spec: str, fortran: list[bool])
     assert [p.flags.f_contiguous and not p.flags.c_contiguous for p in placed] == fortran
     for before, after in zip(arrays, placed, strict=True):
         np.testing.assert_array_equal(before, after)  # the same logical matrix
+
+
+@pytest.mark.parametrize(
+    ("spec", "rank", "message"),
+    [
+        ("specs/spmm/lanes_over_n.yaml", "X=4", "not a rank of this spec"),
+        ("specs/spmm/lanes_over_n.yaml", "N=0", "size 0 is not in"),
+        ("specs/spmm/lanes_over_n.yaml", "M=4", "comes from the matrix"),
+        ("specs/thread_mapped.yaml", "N=4", "has no dense rank"),
+    ],
+)
+def test_run_refuses_a_bad_rank_before_the_gpu_in_one_line(
+    spec: str, rank: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teaal_loops.cli import main
+
+    code = main(["run", str(REPO / spec), "--synthetic", "uniform:rows=10,nnz=20",
+                 "--rank", rank])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
