@@ -58,7 +58,7 @@ def parse_params(items: list[str]) -> dict[str, int]:
 
 
 MAX_RANK_SIZE = 1 << 16  # a dense rank (SpMM's N, SDDMM's K) of at most 65536
-MAX_DENSE_ELEMENTS = 1 << 27  # a dense operand, output or owner array (1 GiB of float64)
+MAX_HOST_DENSE_ELEMENTS = 1 << 27  # a host dense operand, output or owner array (1 GiB f64)
 
 
 def add_rank_option(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +125,7 @@ def dense_operands(
     """Seeded random dense operands of ``bound``'s form, in ``schedule.form.operands`` order,
     for a sparse operand of ``rows x cols`` (as the layout holds it): values in
     ``+-[low, low + 1)`` (``low=0.5``: no zeros, so that fibertree skips no multiply). An
-    operand, output or owner array larger than :data:`MAX_DENSE_ELEMENTS` is refused first."""
+    operand, output or owner array larger than :data:`MAX_HOST_DENSE_ELEMENTS` is refused first."""
     schedule = bound.schedule
     d = bound.dense_size
     shapes = operand_shapes(schedule, rows, cols, d)
@@ -138,10 +138,10 @@ def dense_operands(
             arrays["output"] = (rows, d)
         for what, shape in arrays.items():
             elements = int(np.prod(shape, dtype=np.float64))
-            if elements > MAX_DENSE_ELEMENTS:
+            if elements > MAX_HOST_DENSE_ELEMENTS:
                 raise ParameterError(
                     f"the {what} would have {' x '.join(map(str, shape))} = {elements} "
-                    f"elements, more than {MAX_DENSE_ELEMENTS}: give the dense rank "
+                    f"elements, more than {MAX_HOST_DENSE_ELEMENTS}: give the dense rank "
                     f"{schedule.form.dense.name} a smaller size (--rank) or use a smaller matrix"
                 )
     rng = np.random.default_rng(seed)
