@@ -29,6 +29,7 @@ from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.cusparse.choice import capture
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, prepare_variant
+from teaal_loops.runtime.operands import stored_transposed
 
 INT32_MAX = 2**31 - 1
 CUPYX_SPMM = ("cupyx.scipy.sparse.csr_matrix @ B (cusparseSpMM; B copied to Fortran order and "
@@ -157,10 +158,9 @@ def operand_orders(kernel: Any, dense: tuple[Any, ...]) -> tuple[tuple[Any, ...]
     form = kernel.schedule.form
     out, notes = [], []
     for i, array in enumerate(dense):
-        ranks = tuple(form.operand_ranks[i]) if i < len(form.operand_ranks) else ()
-        stored = tuple(form.operand_storage[i]) if i < len(form.operand_storage) else ()
-        if len(ranks) == 2 and ranks[0] != ranks[1] and stored == ranks[::-1]:
+        if array.ndim == 2 and stored_transposed(form, i):
             out.append(array.T.copy().T)  # the transpose, C-ordered, viewed in the call's shape
+            stored = form.operand_storage[i]
             notes.append(f"{form.operands[i]} stored [{', '.join(stored)}]: a transposed copy "
                          "made once before timing")
         else:

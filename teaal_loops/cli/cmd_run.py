@@ -33,6 +33,7 @@ from teaal_loops.cli.common import (
 from teaal_loops.cli.distributed import add_run_options, run_distributed
 from teaal_loops.errors import ParameterError
 from teaal_loops.runtime import backend, validation
+from teaal_loops.runtime.operands import stored_transposed
 from teaal_loops.schedules.binding import DEFAULT_DENSE_SIZE
 from teaal_loops.spec import load_spec
 from teaal_loops.spec.model import Extensions
@@ -249,18 +250,9 @@ def _epilogue_operands(form: Any, rows: int, size: int, dtype: Any, rng: Any
 
 
 def _in_storage_order(cupy: Any, array: Any, index: int, form: Any) -> Any:
-    """Dense operand ``index`` on the device laid out as the spec stores it: the kernel takes
-    it in its logical shape (SpMM's B as (K, N), SDDMM's A as (M, K) and B as (K, N)) and reads
-    it through strides, so a spec that stores B as [N, K] gets a Fortran-ordered (K, N) array
-    (row-major in [N, K]), the layout its mapping is written for."""
-    if array.ndim != 2 or form.dense is None or index >= len(form.operand_storage):
-        return cupy.asarray(array)
-    storage = form.operand_storage[index]
-    dense = form.dense.name
-    first_is_dense = form.kind == "sddmm" and index == 1  # SDDMM's B is (K, N)
-    logical_first = dense if first_is_dense else next(
-        (r for r in form.operand_ranks[index] if r != dense), None)
-    if storage and logical_first is not None and storage[0] != logical_first:
+    """Dense operand ``index`` on the device in the layout the spec stores it in
+    (:func:`teaal_loops.runtime.operands.stored_transposed`)."""
+    if array.ndim == 2 and stored_transposed(form, index):
         return cupy.asfortranarray(cupy.asarray(array))
     return cupy.asarray(array)
 

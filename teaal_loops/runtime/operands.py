@@ -92,6 +92,22 @@ def ensure_fits(cupy: Any, nbytes: int, what: str) -> None:
         )
 
 
+def stored_transposed(form: Any, index: int) -> bool:
+    """Whether the spec stores dense operand ``index`` the other way round from the shape a
+    call takes it in (SpMM's B as (K, N); SDDMM's A as (M, K) and B as (K, N)): then the
+    layout its mapping is written for is that shape in Fortran order. Kernels read through
+    strides, so either layout computes the same values; this says which one is fast."""
+    if form.dense is None or index >= len(form.operand_storage):
+        return False
+    storage = form.operand_storage[index]
+    dense = form.dense.name
+    if form.kind == "sddmm" and index == 1:
+        first = dense  # SDDMM's B is called (K, N)
+    else:
+        first = next((r for r in form.operand_ranks[index] if r != dense), None)
+    return len(storage) == 2 and first is not None and storage[0] != first
+
+
 def element_strides(array: Any) -> tuple[int, ...]:
     """Strides of an array in elements (zero for a broadcast rank)."""
     return tuple(int(s) // array.itemsize for s in array.strides)
