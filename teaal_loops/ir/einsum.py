@@ -108,11 +108,6 @@ class EinsumShape:
     intermediate: str | None = None  # T1 of the two-einsum forms
     text: str = ""  # every einsum of the form, "; "-joined
 
-    @property
-    def dense_operand(self) -> DenseOperand | None:
-        """The operand that carries the dense rank (B of SpMM, B of SDDMM)."""
-        return next((d for d in self.dense if self.dense_var in d.variables), None)
-
 
 def recognise_einsum(spec: Spec) -> EinsumShape:
     """The form of ``spec``'s einsums (module docstring), or a located refusal."""

@@ -155,9 +155,6 @@ class Form:
     text: str = ""
     epilogue: ScalarEpilogue | None = None
 
-    @property
-    def has_dense_rank(self) -> bool:
-        return self.dense is not None
 
 
 @dataclass(frozen=True)
