@@ -156,7 +156,6 @@ class Form:
     epilogue: ScalarEpilogue | None = None
 
 
-
 @dataclass(frozen=True)
 class Schedule:
     """The lowered form of one einsum of a spec (see the module docstring)."""
