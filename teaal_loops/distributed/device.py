@@ -72,7 +72,10 @@ def nccl_communicator(world: World) -> Any:
     select_device(world)
     mine = list(nccl.get_unique_id()) if world.rank == 0 else None
     uid = check_unique_id(world.channel.bcast(mine))
-    return nccl.NcclCommunicator(world.size, uid, world.rank)
+    try:  # CuPy 14 takes the id as bytes; earlier CuPy as the tuple of C chars it gave
+        return nccl.NcclCommunicator(world.size, bytes(v & 0xFF for v in uid), world.rank)
+    except TypeError:
+        return nccl.NcclCommunicator(world.size, uid, world.rank)
 
 
 class StreamPending:

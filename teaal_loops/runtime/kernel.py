@@ -385,13 +385,29 @@ class Kernel:
         if self.schedule.form.kind == "spmv":
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: call kernel(A, x)")
         prepared = self.prepared_for(A)
+        y = self._checked_dense_launch(prepared, operands, out, owner)
+        if self.schedule.form.kind != "sddmm":
+            return y
+        return sampled_result(prepared.matrix.arrays, prepared.shape, y)  # C's pattern
+
+    def launch_dense_into(self, prepared: PreparedMatrix, operands: Any, out: Any) -> None:
+        """The product of a dense form into ``out`` (SpMM: the (M, N) output; SDDMM: the
+        values in C's atom order), operands checked, ``out`` zeroed first where the schedule
+        accumulates, nothing copied to the host: what a CUDA graph can capture (SDDMM's
+        :meth:`call_dense` builds a cupyx matrix, whose constructor reads the device)."""
+        if self._epilogue is not None:
+            raise MatrixError(f"{self.schedule.spec_name} has an epilogue: call the kernel")
+        if self.schedule.form.kind == "spmv":
+            raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into")
+        self._checked_dense_launch(prepared, operands, out, None)
+
+    def _checked_dense_launch(self, prepared: PreparedMatrix, operands: Any, out: Any,
+                              owner: Any) -> Any:
         call, y, geometry = self.dense_operands(prepared, operands, out)
         if out is not None and prepared.accumulates:
             y.fill(0)
         self.launch_dense(prepared, call, y, owner, *geometry)
-        if self.schedule.form.kind != "sddmm":
-            return y
-        return sampled_result(prepared.matrix.arrays, prepared.shape, y)  # C's pattern
+        return y
 
     def dense_operands(self, prepared: PreparedMatrix, operands: Any, out: Any) -> Any:
         """(checked operands, output: new and zeroed where the schedule accumulates, or

@@ -69,7 +69,7 @@ def device_dense(
     if kind not in "iuf":
         raise MatrixError(f"operand {name} holds {_kind_name(kind)} values; expected real numbers")
     if not isinstance(value, cupy.ndarray):  # uploaded: refuse what cannot fit, naming it
-        ensure_fits(cupy, got[0] * got[1] * np.dtype(dtype).itemsize, f"operand {name}")
+        ensure_fits(cupy, math.prod(got) * np.dtype(dtype).itemsize, f"operand {name}")
     array = value if isinstance(value, cupy.ndarray) else cupy.asarray(value)
     if array.dtype != dtype:
         array = array.astype(dtype)

@@ -86,8 +86,22 @@ def _matrix() -> sp.csr_matrix:
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
 def test_spmm_kernel_on_the_cpu(case: str, width: int) -> None:
     _, spec, params = next(c for c in CASES if c[0] == case)
-    schedule = _schedule(spec, params)
-    A = _matrix()
+    _run_and_compare(_schedule(spec, params), _matrix(), width)
+
+
+@pytest.mark.parametrize("items", [1, 4])
+def test_merge_path_rows_crossing_blocks_with_strided_columns(items: int) -> None:
+    """Many blocks, so rows cross block boundaries (the staged path's atomicAdd of a row that
+    goes on in the next block), and several columns, so y's row stride is not 1: an index
+    added to a strided column after the column pointer was taken lands in the wrong row (a bug
+    the GPU found and a one-block matrix cannot show)."""
+    from teaal_loops.matrix import synthetic
+
+    A = synthetic("uniform", rows=300, cols=257, nnz=3000, seed=1)
+    _run_and_compare(_schedule(MERGE_PATH_SPMM, {"I": items}), A, 3)
+
+
+def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> None:
     view = tile_view(schedule.layout, A)
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from teaal_loops import pipeline
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import owners
+from teaal_loops.lowering.simulate import atom_owners
 from teaal_loops.matrix import synthetic
 from teaal_loops.schedules import bind
 from teaal_loops.types import DeviceInfo
@@ -78,10 +79,13 @@ def _expected_owner(kernel: Any, op: Any, size: int) -> np.ndarray[Any, Any]:
     view = tile_view(kernel.layout, op)
     bound = bind(kernel.schedule, view.shape, DeviceInfo.h100(), kernel.params,
                  dense_size=size)
-    atom = owners(bound, view.tile_ptr)
+    atom = atom_owners(bound, view.tile_ptr)
     g, ds = bound.group_size, bound.dense_space
     n = np.arange(size, dtype=np.int64)
-    return ((atom[:, None] // g) * ds + (n[None, :] % ds)) * g + atom[:, None] % g
+    expected = ((atom[:, None] // g) * ds + (n[None, :] % ds)) * g + atom[:, None] % g
+    # the rule written out here is the simulation's (atoms, D) owners too
+    np.testing.assert_array_equal(owners(bound, view.tile_ptr), expected)
+    return expected
 
 
 @pytest.mark.parametrize("width", [1, 8, 33])
