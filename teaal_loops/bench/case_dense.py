@@ -21,6 +21,7 @@ call is captured in a CUDA graph for the replay timings.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from teaal_loops.bench import baselines, records, sides
@@ -29,6 +30,7 @@ from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.cusparse.choice import capture
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, prepare_variant
+from teaal_loops.matrix.limit_model import sddmm_limits, spmm_limits
 from teaal_loops.runtime.operands import stored_transposed
 
 INT32_MAX = 2**31 - 1
@@ -96,8 +98,21 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results
+    case["limit"] = _limit(ctx, kind, width, loaded, dtype)
+    records.add_limit_fractions(case)  # first: the case's best summary copies of_limit
     records.add_speedups(case)
     return case
+
+
+def _limit(ctx: Context, kind: str, width: int, loaded: Any, dtype: str) -> dict[str, Any]:
+    """The limit model of this case (teaal_loops.matrix.limit_model) with this run's measured
+    copy and L2 rates; the pattern is read back once (the model counts on the host)."""
+    indptr, indices, _values, shape, _stats = loaded
+    host = SimpleNamespace(shape=shape, indptr=indptr.get(), indices=indices.get())
+    model = spmm_limits if kind == "spmm" else sddmm_limits
+    lim = model(host, width, dtype, copy_gbps=ctx.copy_gbps, l2_gbps=ctx.l2_gbps,
+                offset_bytes=int(indptr.itemsize))
+    return lim.as_dict()
 
 
 def _count(shape: tuple[int, ...]) -> int:

@@ -102,8 +102,8 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results
+    records.add_limit_fractions(case)  # first: the case's best summary copies of_limit
     records.add_speedups(case)
-    records.add_limit_fractions(case)
     return case
 
 
