@@ -106,12 +106,19 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
 
 def _limit(ctx: Context, kind: str, width: int, loaded: Any, dtype: str) -> dict[str, Any]:
     """The limit model of this case (teaal_loops.matrix.limit_model) with this run's measured
-    copy and L2 rates; the pattern is read back once (the model counts on the host)."""
+    copy and L2 rates, its gathers counted on the device (the pattern is canonical CSR)."""
     indptr, indices, _values, shape, _stats = loaded
-    host = SimpleNamespace(shape=shape, indptr=indptr.get(), indices=indices.get())
-    model = spmm_limits if kind == "spmm" else sddmm_limits
-    lim = model(host, width, dtype, copy_gbps=ctx.copy_gbps, l2_gbps=ctx.l2_gbps,
-                offset_bytes=int(indptr.itemsize))
+    pattern = SimpleNamespace(shape=shape, indptr=indptr, indices=indices)
+    offset_bytes = int(indptr.itemsize)
+    try:
+        if kind == "spmm":
+            lim = spmm_limits(pattern, width, dtype, copy_gbps=ctx.copy_gbps,
+                              l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes, xp=ctx.cp)
+        else:
+            lim = sddmm_limits(pattern, width, dtype, copy_gbps=ctx.copy_gbps,
+                               l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes)
+    except ValueError as exc:  # unsorted rows: the gathers are not counted
+        return {"error": str(exc)}
     return lim.as_dict()
 
 

@@ -177,26 +177,30 @@ def _sectors(nbytes: int) -> int:
     return -(-nbytes // SECTOR_BYTES)
 
 
-def dense_row_sectors(indptr: Any, indices: Any, width: int, value_bytes: int) -> int:
+def dense_row_sectors(indptr: Any, indices: Any, width: int, value_bytes: int,
+                      xp: Any = None) -> int:
     """Sectors the gathers of dense rows ``indices`` (each ``width`` elements, row-major) cost,
     distinct per sparse row: exact where rows are narrower than a sector, else one aligned
-    row's sectors per nonzero."""
-    ptr = np.asarray(indptr, dtype=np.int64)
-    nnz = int(ptr[-1]) if len(ptr) > 1 else 0
+    row's sectors per nonzero. ``xp``: the arrays' module where they are sorted canonical CSR
+    (CuPy for a matrix on the device: counted there); None: any order, on the host."""
+    nnz = int(indptr[-1]) if len(indptr) > 1 else 0
     row_bytes = width * value_bytes
     if nnz == 0:
         return 0
     if row_bytes >= SECTOR_BYTES:
         return nnz * _sectors(row_bytes)
     # several dense rows share a sector: count distinct (row, sector) of the rows' first bytes
+    if xp is not None:
+        first = indices[:nnz].astype(xp.int64) * (row_bytes // value_bytes)
+        return x_gather_sectors_sorted(xp, indptr, first, value_bytes)
     first = np.asarray(indices, dtype=np.int64)[:nnz] * row_bytes // value_bytes
-    return x_gather_sectors(ptr, first, value_bytes)
+    return x_gather_sectors(np.asarray(indptr, dtype=np.int64), first, value_bytes)
 
 
 def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
-                l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
+                l2_gbps: float | None = None, offset_bytes: int = 4, xp: Any = None) -> Limits:
     """SpMM ``Z = A @ B`` with ``width`` columns: DRAM moves A once, B once and Z once; every
-    nonzero gathers a row of B (row-major) through L2."""
+    nonzero gathers a row of B (row-major) through L2 (``xp``: :func:`dense_row_sectors`)."""
     value = int(np.dtype(dtype).itemsize)
     rows, cols = (int(n) for n in A.shape)
     nnz = int(A.indptr[-1]) if rows else 0
@@ -204,7 +208,7 @@ def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float 
                   + (cols + rows) * width * value)
     return Limits(
         compulsory_bytes=compulsory,
-        sector_bytes=dense_row_sectors(A.indptr, A.indices, width, value) * SECTOR_BYTES,
+        sector_bytes=dense_row_sectors(A.indptr, A.indices, width, value, xp) * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
         measured=copy_gbps is not None and l2_gbps is not None,

@@ -170,6 +170,9 @@ class FakeKernel:
             return types.SimpleNamespace(data=out)
         return out
 
+    def launch_dense_into(self, p: Any, operands: Any, out: Any) -> None:
+        self.call_dense(p, operands, out=out)
+
 
 class FakeBaseline:
     """A cuSPARSE baseline with the algorithms of :data:`BASELINE_COSTS` given to it; ``BROKEN``
