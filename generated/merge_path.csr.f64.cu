@@ -437,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
         if (row < tile_rows) {
           y[first_row + row] = total;  // it ends in this block
         } else {
-          atomicAdd(y + first_row + row, total);  // it goes on in the next block
+          atomicAdd(y + (first_row + row), total);  // it goes on in the next block (one index: y + i strides)
         }
       }
       if (threadIdx.x == 0 && tile[teaal_slot(0)].bound < first_atom) {
