@@ -22,9 +22,14 @@ in the same order by the same thread, so values and owners are those the spec's 
 The dense rank's space part is numbered after the worker's ranks and before a group's lanes:
 ``thread = (worker * DS + n0) * G + lane``, which puts neighbouring elements of a dense row in
 neighbouring threads (coalesced loads). A spec that orders the space ranks otherwise is
-refused, as is a dense rank in space on the chunked schedules (their blocks stage a share of
-atoms, not of threads) and a summed dense rank (SDDMM's K) in space unsplit (its size, which
-the shuffle tree's width would be, is known only at launch).
+refused, as are a dense rank in space on merge-path (its blocks cut the merge of row ends
+and nonzeros into one share per thread and reduce rows across the block's threads), a summed
+dense rank (SDDMM's K) in space on the chunked schedules (their SDDMM kernels sum it in one
+thread) or unsplit (its size, which the shuffle tree's width would be, is known only at
+launch). Work-oriented SpMM takes ``N`` or ``N0`` in space (nonzero splitting, as cuSPARSE's
+CSR_ALG2 and GE-SpMM do): chunk ``c`` of ``W`` nonzeros is worker ``c``, whose ``DS`` threads
+walk it once per column they own; its block finds its workers as ``thread / DS`` and stages
+their rows behind barriers that every thread reaches before the loop over the dense rank.
 
 The reduction order of a summed rank in space, which the kernel's values follow: thread
 ``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order;
@@ -230,10 +235,20 @@ def check_dense_position(
         return
     space = list(ctx.space)
     name = dense.rank.space
-    if owns_chunks:
+    if owns_chunks and dense.rank.reduce:
         raise ctx.refuse(
             f"rank {name} (dense) is in space on a schedule that gives each thread a chunk of "
-            f"nonzeros; put {name} in time",
+            f"nonzeros, and {name} is summed per nonzero (the chunked SDDMM kernels sum it in "
+            f"one thread); put {name} in time",
+            key_path=ctx.key("spacetime", "space"),
+        )
+    if owns_chunks and _merge_path(ctx):
+        raise ctx.refuse(
+            f"rank {name} (dense) is in space on merge-path, whose blocks cut the merge of "
+            f"row ends and nonzeros into one share per thread and reduce rows across the "
+            f"block's threads; put {name} in time, or split the nonzeros work-oriented "
+            f"((M, K): [flatten()], MK: [uniform_occupancy({ctx.matrix}.W)]), which takes "
+            f"{name} in space (specs/spmm/nonzero_split.yaml)",
             key_path=ctx.key("spacetime", "space"),
         )
     workers = [r.name for r in ranks if r.level is GpuLevel.WORKER]
@@ -246,3 +261,12 @@ def check_dense_position(
             "neighbouring threads read neighbouring elements of a dense row",
             key_path=ctx.key("spacetime", "space"),
         )
+
+
+def _merge_path(ctx: MappingContext) -> bool:
+    """True when the flattened rank is split by ``x_merge_path`` (merge-path's chunks)."""
+    return any(
+        fn.kind == "x_merge_path"
+        for flat in ctx.flat_parts
+        for fn in (ctx.parts[flat.name].functions if flat.name in ctx.parts else ())
+    )

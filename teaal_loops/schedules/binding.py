@@ -58,8 +58,9 @@ def _bind_dense(
     bound: BoundSchedule, values: Mapping[str, int | None], dense_size: int | None
 ) -> BoundSchedule:
     """The dense rank's extents (:class:`teaal_loops.ir.model.DenseRank`), and a launch that
-    gives each worker ``DS`` threads (times its lanes). SDDMM's summed ``K`` in space has
-    ``DS = S`` (:func:`teaal_loops.ir.dense.reduce_lanes`: compiled in, checked here)."""
+    gives each worker ``DS`` threads (times its lanes): all of the rank unsplit, ``min(S, size)``
+    for ``N0`` of ``uniform_shape(S)`` in space. SDDMM's summed ``K`` in space has ``DS = S``
+    (:func:`teaal_loops.ir.dense.reduce_lanes`: compiled in, checked here)."""
     dense = bound.schedule.form.dense
     if dense is None:
         return bound
@@ -78,7 +79,15 @@ def _bind_dense(
             raise ParameterError(f"{dense.split} = {split}: must be positive")
         if isinstance(dense.split, str):
             params[dense.split] = split
-        space = split if dense.space else 1
+        # A tile wider than the rank keeps one thread per element (DS = min(S, size)): the
+        # threads past it would own no n, and n mod DS = n mod S for every n < size, so the
+        # owners are the split's.
+        if not dense.space:
+            space = 1
+        elif dense.reduce:
+            space = split  # compiled into the shuffle tree
+        else:
+            space = min(split, size)
     else:
         space = size if dense.space else 1
     time = ceil_div(size, space)

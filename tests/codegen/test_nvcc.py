@@ -76,7 +76,8 @@ def test_every_schedule_variant_dtype_and_index_width_compiles(tmp_path: Path) -
 
 def test_spmm_on_every_layout_and_schedule_compiles(tmp_path: Path) -> None:
     """The dense wrapper around every schedule's body, on every layout that serves SpMM
-    (N in time, in space where the schedule allows), f32 and f64, 32- and 64-bit offsets."""
+    (N in time, in space where the schedule allows: work-oriented's N0 too), f32 and f64, 32-
+    and 64-bit offsets."""
     mappings = {
         "thread_mapped": ("M: [uniform_shape(T)]", "[M1, M0, N, K]", "[M0, N]", "[M1, K]"),
         "group_mapped": ("K: [uniform_occupancy(A.G)]", "[M, N, K1, K0]", "[M, N, K0]", "[K1]"),
@@ -84,9 +85,14 @@ def test_spmm_on_every_layout_and_schedule_compiles(tmp_path: Path) -> None:
                           "[MK1, MK0, N]", "[MK1]", "[MK0, N]"),
         "merge_path": ("(M, K): [flatten()]\n      MK: [x_merge_path(A.I)]", "[MK1, MK0, N]",
                        "[MK1]", "[MK0, N]"),
+        # nonzero splitting: work-oriented chunks with N0 in space
+        "work_oriented/n0_space": (
+            "(M, K): [flatten()]\n      MK: [uniform_occupancy(A.W)]\n"
+            "      N: [uniform_shape(S)]", "[MK1, N1, N0, MK0]", "[MK1, N0]", "[N1, MK0]"),
     }
     jobs: list[tuple[Path, str, tuple[str, ...]]] = []
-    for kind, (part, order, space, time) in mappings.items():
+    for label, (part, order, space, time) in mappings.items():
+        kind = label.split("/")[0]
         spec = load_spec_string(
             "einsum:\n  declaration: {A: [M, K], B: [K, N], Z: [M, N]}\n"
             "  expressions: ['Z[m, n] = A[m, k] * B[k, n]']\nmapping:\n  partitioning:\n"
@@ -101,8 +107,10 @@ def test_spmm_on_every_layout_and_schedule_compiles(tmp_path: Path) -> None:
                 continue  # a row-partitioning spec does not fit a column layout (refused)
             schedule = lower(spec, layout=layout)
             for dtype, bits in (("f32", 32), ("f64", 64)):
-                path = tmp_path / f"spmm.{kind}.{layout.replace(':', '_')}.{dtype}.cu"
+                name = label.replace("/", "_")
+                path = tmp_path / f"spmm.{name}.{layout.replace(':', '_')}.{dtype}.cu"
                 path.write_text(render(make_config(schedule, dtype=dtype, index_bits=bits)))
                 jobs.append((path, "sm_90", ("-DTEAAL_TRACE=1",) if dtype == "f64" else ()))
     assert len(jobs) >= 16
+    assert any("n0_space" in job[0].name for job in jobs)
     _compile_all(jobs)

@@ -10,9 +10,12 @@ from teaal_loops.codegen import make_config, render, template_dir
 from teaal_loops.codegen.render import environment
 from teaal_loops.errors import LayoutError, ParameterError
 from teaal_loops.layouts import get_layout, known_layouts
+from teaal_loops.lowering import lower
 from teaal_loops.schedules import bind, definitions
+from teaal_loops.spec import load_spec
 from teaal_loops.types import MatrixShape
 from tests.codegen import hand_schedules as hs
+from tests.conftest import REPO
 
 VARIANTS = hs.all_variants()
 
@@ -176,3 +179,18 @@ def clean_layouts(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     yield
     clear_caches()
+
+
+@pytest.mark.parametrize("layout", ["csr", "coo", "ell"])
+def test_nonzero_split_holds_no_barrier_inside_the_loop_over_n(layout: str) -> None:
+    """Threads of one block leave the loop over N at different steps (N not a multiple of
+    DS): every barrier must come before it, the block's atom range from its workers
+    (thread / DS), and each thread's row search run once, outside it."""
+    schedule = lower(load_spec(REPO / "specs/spmm/nonzero_split.yaml"), layout=layout)
+    src = render(make_config(schedule, dtype="f32"))
+    body = src.split("__global__")[1]
+    head, loop = body.split("for (offset_t step = 0; step < dense_time; ++step)")
+    assert head.count("__syncthreads()") == 2 and "__syncthreads" not in loop
+    assert "first_worker = block_thread / dense_space" in head
+    assert "(block_thread + TEAAL_BLOCK_THREADS - 1) / dense_space" in head
+    assert "teaal_row_of(bounds" in head and "teaal_row_of(" not in loop

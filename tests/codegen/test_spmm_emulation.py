@@ -61,6 +61,11 @@ CASES: list[tuple[str, Any, dict[str, int]]] = [
     ("work_oriented_n_in_time", WORK_ORIENTED_SPMM, {"W": 3}),
     ("group_n_in_space", GROUP_N_IN_SPACE, {"G": 4}),
     ("coo_lanes_over_n", (REPO / "specs/spmm/lanes_over_n.yaml", "coo"), {}),
+    ("nonzero_split", REPO / "specs/spmm/nonzero_split.yaml",
+     {"NNZ_PER_WORKER": 3, "N_LANES": 2}),
+    ("nonzero_split_defaults", REPO / "specs/spmm/nonzero_split.yaml", {}),
+    ("coo_nonzero_split", (REPO / "specs/spmm/nonzero_split.yaml", "coo"),
+     {"NNZ_PER_WORKER": 4, "N_LANES": 4}),
 ]
 
 
@@ -101,7 +106,26 @@ def test_merge_path_rows_crossing_blocks_with_strided_columns(items: int) -> Non
     _run_and_compare(_schedule(MERGE_PATH_SPMM, {"I": items}), A, 3)
 
 
-def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> None:
+@pytest.mark.parametrize(("matrix", "lanes"), [("uniform", 3), ("rmat", 32)])
+def test_nonzero_split_rows_crossing_blocks_with_strided_columns(matrix: str, lanes: int) -> None:
+    """Work-oriented with N0 in space over many blocks: rows longer than a chunk cross chunks
+    and blocks, a block's 128 threads are not a whole number of workers when DS = 3 (its
+    atom range is [first_worker * W, (last_worker + 1) * W) with workers = thread / DS), N = 7
+    is no multiple of DS (threads leave the loop over n at different steps, after every
+    barrier), and y's row stride is 7."""
+    from teaal_loops.matrix import synthetic
+
+    A = (synthetic("uniform", rows=300, cols=257, nnz=3000, seed=1) if matrix == "uniform"
+         else synthetic("rmat", rows=256, nnz=2500, seed=2))
+    params = {"NNZ_PER_WORKER": 4, "N_LANES": lanes}
+    schedule = _schedule(REPO / "specs/spmm/nonzero_split.yaml", params)
+    assert int(np.diff(A.indptr).max()) > params["NNZ_PER_WORKER"]
+    bound = _run_and_compare(schedule, A, 7)
+    assert bound.launch.blocks > 4
+    assert bound.dense_space == min(lanes, 7)
+
+
+def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> Any:
     view = tile_view(schedule.layout, A)
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)
@@ -127,3 +151,4 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> None:
     np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12)
     sim = simulate(bound, A, B)
     np.testing.assert_array_equal(result.owner.reshape(A.nnz, width), sim.owner)
+    return bound

@@ -32,6 +32,10 @@ SPMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
     ("lanes_over_n", REPO / "specs/spmm/lanes_over_n.yaml", {}),
     ("lanes_over_n_tiled", REPO / "specs/spmm/lanes_over_n_tiled.yaml", {"N_TILE": 4}),
     ("group_lanes_over_k", REPO / "specs/spmm/group_lanes_over_k.yaml", {"G": 8}),
+    ("nonzero_split", REPO / "specs/spmm/nonzero_split.yaml", {}),
+    # DS = 3 does not divide a block's 128 threads; chunks of 5 cross rows and blocks
+    ("nonzero_split_small", REPO / "specs/spmm/nonzero_split.yaml",
+     {"NNZ_PER_WORKER": 5, "N_LANES": 3}),
     ("loops_thread", LOOPS / "spmm_thread_mapped__cell08_0.yaml",
      {"NUM_TILES": 64, "NUM_THREADS": 16}),
     ("loops_group", LOOPS / "spmm_group_mapped__cell08_0.yaml",

@@ -72,6 +72,21 @@ mapping:
       space: [MK1]
       time: [MK0, N]
 """,
+    # work-oriented SpMM with N0 in space (nonzero splitting, specs/spmm/nonzero_split.yaml)
+    "spmm_work_n0_space": _SPMM_HEAD + """
+mapping:
+  partitioning:
+    Z:
+      (M, K): [flatten()]
+      MK: [uniform_occupancy(A.W)]
+      N: [uniform_shape(S)]
+  loop-order:
+    Z: [MK1, N1, N0, MK0]
+  spacetime:
+    Z:
+      space: [MK1, N0]
+      time: [N1, MK0]
+""",
     # B declared [N, K]
     "spmm_b_nk": """
 einsum:
@@ -187,6 +202,7 @@ PARAMS = {
     "spmm_n_split_time": {"NUM_THREADS": 2, "N_TILE": 2},
     "spmm_n_space_group": {"TILES": 2, "G": 2},
     "spmm_work": {"W": 3},
+    "spmm_work_n0_space": {"W": 3, "S": 3},
     "spmm_b_nk": {"NUM_THREADS": 4},
     "spmm_transposed": {"COLS": 3},
     "sddmm_one": {"NUM_THREADS": 3},
