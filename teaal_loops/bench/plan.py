@@ -34,6 +34,7 @@ MAX_WIDTH = 4096
 DENSE_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     "N_TILE": (32,),
     "WORK_PER_THREAD": (DEFAULT, 1),
+    "NNZ_PER_WORKER": (DEFAULT, 8, 128),  # nonzero_split's chunk: latency vs search cost
 }
 
 
