@@ -25,6 +25,7 @@ from teaal_loops.errors import MatrixError
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.layouts import get_layout
 from teaal_loops.runtime import backend, epilogue
+from teaal_loops.runtime.dense_launch import DenseLaunch
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
     check_device_vector,
@@ -395,11 +396,23 @@ class Kernel:
         values in C's atom order), operands checked, ``out`` zeroed first where the schedule
         accumulates, nothing copied to the host: what a CUDA graph can capture (SDDMM's
         :meth:`call_dense` builds a cupyx matrix, whose constructor reads the device)."""
+        self.bind_dense(prepared, operands, out).launch()
+
+    def bind_dense(self, A: Any, operands: Any, out: Any = None) -> DenseLaunch:
+        """SpMM / SDDMM bound once to ``operands`` and ``out`` (allocated when None): every
+        check now, then ``launch()`` repeats the product with none (runtime.dense_launch)."""
         if self._epilogue is not None:
             raise MatrixError(f"{self.schedule.spec_name} has an epilogue: call the kernel")
         if self.schedule.form.kind == "spmv":
-            raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into")
-        self._checked_dense_launch(prepared, operands, out, None)
+            raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into or capture")
+        prepared = self.prepared_for(A)
+        call, y, (grid, block, space, time) = self.dense_operands(prepared, operands, out)
+        offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
+        trailing = trailing_arguments(self.schedule, call, y, prepared.no_owner, space, time,
+                                      offset)
+        return DenseLaunch(self._cp(), self.function(prepared, trace=False), grid, block,
+                           prepared.leading_args + trailing, y, prepared.accumulates,
+                           keep=(prepared, call))
 
     def _checked_dense_launch(self, prepared: PreparedMatrix, operands: Any, out: Any,
                               owner: Any) -> Any:

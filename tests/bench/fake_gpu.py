@@ -173,6 +173,9 @@ class FakeKernel:
     def launch_dense_into(self, p: Any, operands: Any, out: Any) -> None:
         self.call_dense(p, operands, out=out)
 
+    def bind_dense(self, p: Any, operands: Any, out: Any) -> Any:
+        return types.SimpleNamespace(launch=lambda: self.call_dense(p, operands, out=out))
+
 
 class FakeBaseline:
     """A cuSPARSE baseline with the algorithms of :data:`BASELINE_COSTS` given to it; ``BROKEN``

@@ -184,3 +184,46 @@ def test_transposed_spmv_computes_a_transpose_times_x() -> None:
     y = kernel(A, cupy.asarray(x)).get()
     want = A.T @ x.astype(np.float64)
     assert np.allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["lanes_over_n", "nonzero_split", "thread_per_nonzero"])
+def test_a_bound_dense_launch_repeats_reads_new_inputs_and_captures(case: str) -> None:
+    """bind_dense checks once; launch() re-zeroes an accumulating output (no double count),
+    reads inputs written into the bound arrays, and replays inside a CUDA graph."""
+    import cupy
+
+    from teaal_loops.bench.cusparse.choice import capture
+
+    spec = REPO / ("specs/sddmm" if case == "thread_per_nonzero" else "specs/spmm") / (
+        f"{case}.yaml")
+    kernel = pipeline.compile(spec, dtype="float64")
+    A = MATRICES["rmat"]
+    rng = np.random.default_rng(5)
+    if kernel.form == "spmm":
+        operands = (cupy.asarray(rng.uniform(-1, 1, (A.shape[1], 9))),)
+        out = cupy.empty((A.shape[0], 9))
+
+        def want() -> Any:
+            return A @ operands[0].get()
+    else:
+        C = A.copy()
+        C.sort_indices()
+        A = C
+        operands = (cupy.asarray(rng.uniform(-1, 1, (A.shape[0], 5))),
+                    cupy.asarray(rng.uniform(-1, 1, (5, A.shape[1]))))
+        out = cupy.empty(A.nnz)
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+
+        def want() -> Any:
+            u, v = operands[0].get(), operands[1].get()
+            return A.data * np.einsum("ij,ji->i", u[rows], v[:, A.indices])
+    bound = kernel.bind_dense(A, operands, out)
+    assert bound.output is out
+    for _ in range(2):  # twice: an accumulating output is zeroed again, not added to
+        bound.launch()
+        np.testing.assert_allclose(out.get(), want(), rtol=1e-12, atol=1e-12)
+    operands[0][...] *= -2  # a new input written into the bound array
+    graph = capture(cupy, bound.launch)
+    out.fill(np.nan)
+    graph.launch()
+    np.testing.assert_allclose(out.get(), want(), rtol=1e-12, atol=1e-12)

@@ -11,6 +11,7 @@ import pytest
 from teaal_loops import pipeline
 from teaal_loops.codegen.config import make_config
 from teaal_loops.errors import MatrixError
+from teaal_loops.lowering import lower
 from teaal_loops.runtime.device_matrix import DeviceMatrix
 from teaal_loops.runtime.kernel import leading_arguments
 from teaal_loops.runtime.operands import (
@@ -20,7 +21,9 @@ from teaal_loops.runtime.operands import (
     trailing_arguments,
 )
 from teaal_loops.schedules import bind
+from teaal_loops.spec import load_spec_string
 from teaal_loops.types import MatrixShape
+from tests.lowering import epilogue_specs
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = [REPO / "specs/spmm/lanes_over_n.yaml", REPO / "specs/spmm/group_lanes_over_k.yaml",
@@ -106,3 +109,14 @@ def test_an_output_or_upload_that_cannot_fit_is_refused_naming_it() -> None:
     ensure_fits(SmallGpu, 1 << 19, "operand B")  # fits
     with pytest.raises(DeviceError, match="operand B needs"):
         ensure_fits(SmallGpu, 1 << 21, "operand B")
+
+
+def test_bind_dense_is_refused_for_spmv_and_epilogue_kernels_before_any_device_work() -> None:
+    spmv = pipeline.compile(REPO / "specs/merge_path.yaml")
+    with pytest.raises(MatrixError, match="is SpMV"):
+        spmv.bind_dense(None, (np.zeros(3),))
+    schedule = lower(load_spec_string(epilogue_specs.SPECS["spmm_thread"], source="e.yaml"),
+                     params=epilogue_specs.PARAMS["spmm_thread"])
+    with_epilogue = pipeline.compile(schedule, params=epilogue_specs.PARAMS["spmm_thread"])
+    with pytest.raises(MatrixError, match="has an epilogue"):
+        with_epilogue.bind_dense(None, (np.zeros((3, 2)),))
