@@ -4,9 +4,11 @@
 shapes, dtypes and strides, the output, the launch geometry for the dense rank's size) and
 returns a :class:`DenseLaunch`. Its ``launch()`` is then what a loop or a benchmark repeats:
 the output zeroed where the schedule accumulates (one ``cudaMemsetAsync``, or CuPy's fill for
-a strided output) and one kernel launch with the argument tuple built at bind time, on the
-current stream, with no checks, no allocation and no host synchronisation. A CUDA graph can
-capture it.
+a strided output) and one kernel launch on the current stream, with no checks, no allocation
+and no host synchronisation. Every argument is packed once into the array ``cuLaunchKernel``
+takes (``backend.RawLaunch`` with no trailing slots: CuPy's generic launch boxes a dozen
+arguments on every call); where that launcher is unavailable, CuPy's launch with the argument
+tuple built at bind time. A CUDA graph can capture either.
 
 The launch holds the arrays' device addresses, as a captured graph does: new inputs are
 written into the same arrays (``B[...] = ...``); other arrays, or a matrix prepared again,
@@ -24,16 +26,22 @@ class DenseLaunch:
     """One bound product; ``output`` is the array it writes (SpMM: (M, N); SDDMM: the values
     in the sampler's atom order)."""
 
-    __slots__ = ("output", "_cupy", "_fn", "_grid", "_block", "_args", "_zero", "_keep")
+    __slots__ = ("output", "_cupy", "_fn", "_grid", "_block", "_args", "_raw", "_zero",
+                 "_keep")
 
     def __init__(self, cupy: Any, fn: Any, grid: tuple[int, ...], block: tuple[int, ...],
-                 args: tuple[Any, ...], output: Any, zero: bool, keep: Any) -> None:
+                 args: tuple[Any, ...], output: Any, zero: bool, keep: Any,
+                 raw: backend.RawLaunch | None = None) -> None:
+        """``raw``: the packed launcher (built here from ``fn`` when None; CuPy's launch where
+        none can be built)."""
         self.output = output
         self._cupy = cupy
         self._fn = fn
         self._grid = grid
         self._block = block
         self._args = args
+        self._raw = raw or (backend.raw_launch(fn, grid[0], block[0], args, 0)
+                            if grid[0] else None)
         self._zero = zero
         self._keep = keep  # the prepared matrix and the checked operands
 
@@ -41,5 +49,7 @@ class DenseLaunch:
         """Zero the output where the schedule accumulates, then launch; no checks."""
         if self._zero:
             backend.zero_async(self._cupy, self.output)
-        if self._grid[0]:
+        if self._raw is not None:
+            self._raw()
+        elif self._grid[0]:
             self._fn(self._grid, self._block, self._args)

@@ -16,6 +16,7 @@ import teaal_loops.pipeline as pipeline
 import teaal_loops.runtime.kernel as kernel_module
 from teaal_loops.codegen.render import clear_caches
 from teaal_loops.runtime import Kernel, backend
+from teaal_loops.runtime.dense_launch import DenseLaunch
 
 from .conftest import SPECS, FakeGpu
 
@@ -217,3 +218,36 @@ def test_contiguity_is_read_from_cupys_bit_where_there_is_one() -> None:
     assert not backend.is_contiguous(WithBit())
     assert backend.is_contiguous(np.zeros(3))
     assert not backend.is_contiguous(np.zeros(6)[::2])
+
+
+def test_a_bound_dense_launch_packs_every_argument_once() -> None:
+    """DenseLaunch: all arguments (arrays by address, int32/int64 scalars) in the packed
+    array, the output zeroed before each launch where the schedule accumulates, and a launch
+    is one driver call with no pointers to write."""
+    streams = [types.SimpleNamespace(ptr=0x33)]
+    calls: list[tuple[Any, ...]] = []
+    args = (types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xB000)), np.int32(9),
+            np.int64(-3), types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xC000)))
+    raw = backend.RawLaunch(types.SimpleNamespace(ptr=0xF00), 11, 256, args, 0,
+                            lambda *a: calls.append(a), lambda: streams[-1])
+    memsets: list[tuple[int, ...]] = []
+    cupy = types.SimpleNamespace(
+        ndarray=DeviceVector,
+        cuda=types.SimpleNamespace(
+            runtime=types.SimpleNamespace(memsetAsync=lambda *a: memsets.append(a)),
+            get_current_stream=lambda: streams[-1],
+        ),
+    )
+    out = DeviceVector(6, np.float32)
+    generic: list[Any] = []
+    bound = DenseLaunch(cupy, lambda *a: generic.append(a), (11, 1, 1), (256, 1, 1), args,
+                        out, True, keep=None, raw=raw)
+    bound.launch()
+    bound.launch()
+    assert generic == [] and len(calls) == 2 and memsets == [(out.data.ptr, 0, 24, 0x33)] * 2
+    assert calls[0][:9] == (0xF00, 11, 1, 1, 256, 1, 1, 0, 0x33)
+    params = ctypes.cast(calls[-1][9], ctypes.POINTER(ctypes.c_void_p))
+    assert ctypes.c_void_p.from_address(params[0]).value == 0xB000
+    assert ctypes.c_int32.from_address(params[1]).value == 9
+    assert ctypes.c_int64.from_address(params[2]).value == -3
+    assert ctypes.c_void_p.from_address(params[3]).value == 0xC000
