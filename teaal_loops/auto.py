@@ -37,6 +37,10 @@ candidate gets a cost and the cheapest wins:
   two nearest below ``mean / LANE_WORK``, a block group past 32 lanes, up to 512), but at least
   ``MIN_LARGE_GROUP`` lanes for rows of ``2 * LANE_WORK`` or more.
 
+In both regimes merge-path's items a thread are then capped at what its staged tile holds for
+the kernel's values (:func:`staged_merge_items`: 32 in float32, 16 in float64): the constants
+were fitted in float32, where 32 is staged, and in float64 32 items fall to the direct walk.
+
 Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (latency-regime cost
 model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen
 whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
@@ -84,6 +88,17 @@ BLOCK_GROUP_PARAM = "GROUP"
 WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
 MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
 MAX_MERGE_ITEMS = 32  # past this (f32) the staged merge-path tile overflows shared memory
+
+
+def staged_merge_items(value_bytes: int = 4, wide_offsets: bool = False) -> int:
+    """The most items a thread that merge-path's staged tile holds: 128 bytes of slots a
+    thread, a slot the larger of a value and an offset (``TEAAL_STAGED_IPT`` of
+    templates/schedules/merge_path.cu.j2 for its blocks of 128 threads): 32 in float32, 16 in
+    float64 or with 64-bit offsets. Longer shares walk the layout directly; in float64 that
+    measured 1.9x to 3.9x slower than 16 items on the H100 and the H200 (BENCHMARKS.md), so auto
+    never picks them."""
+    slot = max(int(value_bytes), 8 if wide_offsets else 4)
+    return min(MAX_MERGE_ITEMS, 128 // slot)
 
 
 @dataclass(frozen=True)
@@ -272,14 +287,29 @@ def costs(
 
 
 def choose(
-    stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None
+    stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None,
+    *, value_bytes: int = 4,
 ) -> AutoChoice:
-    """The schedule (and parameters) the rules of the module docstring pick for ``stats``.
+    """The schedule (and parameters) the rules of the module docstring pick for ``stats``,
+    for values of ``value_bytes`` (merge-path's items a thread are capped at what its staged
+    tile holds for them: :func:`staged_merge_items`).
 
     ``c`` replaces the shipped constants (the fit of :mod:`teaal_loops.bench.fit_auto` tries
     candidates this way).
     """
-    c = c or constants()
+    choice = _choose(stats, device, c or constants())
+    if choice.spec != MERGE_SPEC:
+        return choice
+    cap = staged_merge_items(value_bytes, int(stats.rows) + int(stats.nnz) > INT32_MAX)
+    items = int(choice.params[MERGE_PARAM])
+    if items <= cap:
+        return choice
+    return AutoChoice(choice.schedule, choice.spec, {MERGE_PARAM: cap}, choice.rule,
+                      f"{choice.reason}; {cap} items a thread, the most the staged tile holds "
+                      f"for {value_bytes}-byte values")
+
+
+def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> AutoChoice:
     rows, nnz = int(stats.rows), int(stats.nnz)
     mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
     longest, cv = int(stats.max), float(stats.cv)
@@ -411,7 +441,8 @@ def device_row_stats(cp: Any, indptr: Any, cols: int) -> Any:
     )
 
 
-def resolve(spec: Any, A: Any, device: DeviceInfo | None = None) -> tuple[Path, AutoChoice]:
+def resolve(spec: Any, A: Any, device: DeviceInfo | None = None, *,
+            value_bytes: int = 4) -> tuple[Path, AutoChoice]:
     """For a spec with ``schedule: auto``: the library spec file and the choice for matrix ``A``.
 
     The caller compiles ``spec_path`` with ``choice.params`` (plus the user's own bindings of
@@ -419,5 +450,5 @@ def resolve(spec: Any, A: Any, device: DeviceInfo | None = None) -> tuple[Path, 
     """
     if not is_auto(spec):
         raise TeaalLoopsError("resolve(): the spec does not say x-teaal-loops: {schedule: auto}")
-    choice = choose(matrix_stats(A), device)
+    choice = choose(matrix_stats(A), device, value_bytes=value_bytes)
     return spec_path(choice), choice

@@ -84,7 +84,7 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
     variants = [] if options.only_auto else ctx.options.variants_of("spmv")
     choice = None
     if options.auto or options.only_auto:
-        choice = auto.choose(stats, ctx.device)
+        choice = auto.choose(stats, ctx.device, value_bytes=np.dtype(dtype).itemsize)
         case["auto_choice"] = {"label": choice.label, "rule": choice.rule,
                                "reason": choice.reason, "schedule": choice.schedule}
         if not any(v.label == choice.label and v.layout == "csr" for v in variants):

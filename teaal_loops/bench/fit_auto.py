@@ -73,6 +73,7 @@ class FitCase:
     stats: Stats
     variants: tuple[Measured, ...]
     best_ms: float
+    value_bytes: int = 4  # the case's dtype: auto caps merge-path's items by it
 
     def time_of(self, choice: auto.AutoChoice) -> float | None:
         """The device time of the measured variant that is ``choice``, or None."""
@@ -139,6 +140,7 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
                   float(stats["cv"])),
             variants,
             min(v.ms for v in variants),
+            8 if case.get("dtype") in ("f64", "float64") else 4,
         ))
     return out
 
@@ -153,7 +155,7 @@ def device_of(doc: Mapping[str, Any]) -> auto.DeviceInfo:
 
 def ratio(case: FitCase, c: auto.AutoConstants, device: auto.DeviceInfo) -> float:
     """The pick's device time over the case's best (:data:`MISSING_RATIO` if not measured)."""
-    ms = case.time_of(auto.choose(case.stats, device, c))
+    ms = case.time_of(auto.choose(case.stats, device, c, value_bytes=case.value_bytes))
     return MISSING_RATIO if ms is None else ms / case.best_ms
 
 

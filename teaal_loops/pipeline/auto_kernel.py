@@ -82,7 +82,7 @@ class AutoKernel:
         return entry
 
     def _choose(self, A: Any) -> _Resolved:
-        path, choice = auto.resolve(self.spec, A)
+        path, choice = auto.resolve(self.spec, A, value_bytes=self.dtype.itemsize)
         key = (choice.spec, tuple(sorted(choice.params.items())))
         if key not in self._kernels:
             schedule = load_schedule(path, params=choice.params, layout=self.layout)

@@ -54,6 +54,24 @@ def test_large_skewed_matrices_take_merge_path_with_about_a_mean_row_a_thread() 
     assert power.schedule == "merge_path"
 
 
+def test_float64_merge_path_shares_stay_within_the_staged_tile() -> None:
+    """Past 16 items a thread (float64) the staged tile cannot hold a block's share and the
+    kernel walks the layout directly, measured 3.3x (H100) and 3.9x (H200) slower than 16 on
+    longrows in float64 (BENCHMARKS.md); float32 keeps its 32."""
+    longrows = stats(1 << 22, 1 << 27, max_row=1_000_000, cv=160.0)
+    assert auto.choose(longrows, H200).params == {"ITEMS_PER_THREAD": 32}
+    f64 = auto.choose(longrows, H200, value_bytes=8)
+    assert f64.params == {"ITEMS_PER_THREAD": 16} and f64.rule == "T1"
+    assert "16 items a thread, the most the staged tile holds" in f64.reason
+    assert auto.staged_merge_items(4) == 32 and auto.staged_merge_items(8) == 16
+    assert auto.staged_merge_items(4, wide_offsets=True) == 16
+    # choices below the cap are untouched, and other schedules are not merge-path's business
+    power = stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5)
+    assert auto.choose(power, H200, value_bytes=8) == auto.choose(power, H200)
+    banded = stats(1 << 23, 32 << 23, cv=0.0)
+    assert auto.choose(banded, H200, value_bytes=8) == auto.choose(banded, H200)
+
+
 def test_large_regular_matrices_give_each_lane_a_few_nonzeros() -> None:
     banded = auto.choose(stats(1 << 23, 32 << 23, cv=0.0), H200)
     assert banded.rule == "T2" and group_of(banded) == 8  # best on the H200 (BENCHMARKS.md)

@@ -120,3 +120,22 @@ def test_auto_entries_die_with_their_matrix(fake_gpu: FakeGpu) -> None:
     del A
     gc.collect()
     assert prepared() is None and len(kernel._resolved) == 0
+
+
+@pytest.mark.parametrize("dtype, value_bytes", [("float32", 4), ("float64", 8)])
+def test_auto_chooses_for_its_own_dtype(monkeypatch: pytest.MonkeyPatch, dtype: str,
+                                        value_bytes: int) -> None:
+    """merge-path's items a thread are capped by the value size (auto.staged_merge_items), so
+    the kernel must tell the chooser its dtype."""
+    seen: list[int] = []
+    real = auto.resolve
+
+    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4) -> object:
+        seen.append(value_bytes)
+        return real(spec, A, device, value_bytes=value_bytes)
+
+    monkeypatch.setattr(auto, "resolve", spy)
+    kernel = compile(load_spec_string(AUTO_SPEC), dtype=dtype)
+    assert isinstance(kernel, AutoKernel)
+    kernel.kernel_for(sp.random(50, 50, density=0.1, format="csr", random_state=2))
+    assert seen == [value_bytes]
