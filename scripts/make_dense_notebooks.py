@@ -17,7 +17,6 @@ package)
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from scripts.dense_notebook_cells import NOTEBOOKS, Notebook
+from scripts.notebook_files import write_or_check
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -98,25 +98,8 @@ def expected_files() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when a notebook is stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in expected_files().items():
-        current = path.read_text() if path.exists() else None
-        if current == text:
-            continue
-        if args.check:
-            stale.append(path)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {path.relative_to(REPO)}")
-    if stale:
-        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
-        print(f"stale: {names} (run python -m scripts.make_dense_notebooks)", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(expected_files(), argv, description=__doc__.splitlines()[0],
+                          command="python -m scripts.make_dense_notebooks")
 
 
 if __name__ == "__main__":

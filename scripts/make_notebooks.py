@@ -6,13 +6,12 @@ the owning thread of every nonzero), draws who owns what, and runs on the GPU wh
 The notebooks differ only in the schedule, its small parameters and the prose, so they are built
 from one template here; the committed .ipynb files carry no outputs (CI executes them).
 
-    python scripts/make_notebooks.py            # (re)write notebooks/*.ipynb
-    python scripts/make_notebooks.py --check    # exit 1 when the committed files are stale
+    python -m scripts.make_notebooks            # (re)write notebooks/*.ipynb
+    python -m scripts.make_notebooks --check    # exit 1 when the committed files are stale
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from textwrap import dedent
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
+
+from scripts.notebook_files import write_or_check
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -468,25 +469,8 @@ def expected_files() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when a notebook is stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in expected_files().items():
-        current = path.read_text() if path.exists() else None
-        if current == text:
-            continue
-        if args.check:
-            stale.append(path)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {path.relative_to(REPO)}")
-    if stale:
-        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
-        print(f"stale: {names} (run python scripts/make_notebooks.py)", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(expected_files(), argv, description=__doc__.splitlines()[0],
+                          command="python -m scripts.make_notebooks")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,12 @@ on a machine with CuPy and a CUDA GPU it runs them with the generated kernel's
 cupyx on the same problem (elsewhere that cell says it skipped). The committed .ipynb carries no
 outputs (CI executes it); edit this generator, not the notebook.
 
-    python scripts/make_solver_notebook.py            # (re)write notebooks/solvers.ipynb
-    python scripts/make_solver_notebook.py --check    # exit 1 when the committed file is stale
+    python -m scripts.make_solver_notebook            # (re)write notebooks/solvers.ipynb
+    python -m scripts.make_solver_notebook --check    # exit 1 when the committed file is stale
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,6 +21,8 @@ from textwrap import dedent
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
+
+from scripts.notebook_files import write_or_check
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "solvers.ipynb"
@@ -359,21 +360,9 @@ def expected_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the notebook is stale")
-    args = parser.parse_args(argv)
-    text = expected_text()
-    current = NOTEBOOK.read_text() if NOTEBOOK.exists() else None
-    if current == text:
-        return 0
-    if args.check:
-        print(f"stale: {NOTEBOOK.relative_to(REPO)} (run python scripts/make_solver_notebook.py)",
-              file=sys.stderr)
-        return 1
-    NOTEBOOK.parent.mkdir(parents=True, exist_ok=True)
-    NOTEBOOK.write_text(text)
-    print(f"wrote {NOTEBOOK.relative_to(REPO)}")
-    return 0
+    return write_or_check({NOTEBOOK: expected_text()}, argv,
+                          description=__doc__.splitlines()[0],
+                          command="python -m scripts.make_solver_notebook")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,8 @@ that line, so a notebook whose comparison cells silently stopped comparing fails
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,13 +32,7 @@ GPU_SKIP_LINE = "skipped: no CUDA GPU / CuPy"
 
 
 def _generator() -> ModuleType:
-    path = REPO / "scripts" / "make_notebooks.py"
-    spec = importlib.util.spec_from_file_location("make_notebooks", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.make_notebooks")
 
 
 GENERATOR = _generator()
@@ -77,7 +70,7 @@ def test_one_notebook_per_schedule() -> None:
 def test_committed_notebook_is_generated_and_has_no_outputs(name: str) -> None:
     path = NOTEBOOK_DIR / f"{name}.ipynb"
     expected = GENERATOR.expected_files()[path]
-    assert path.read_text() == expected, "stale: run python scripts/make_notebooks.py"
+    assert path.read_text() == expected, "stale: run python -m scripts.make_notebooks"
     nb = nbformat.reads(expected, as_version=4)
     nbformat.validate(nb)
     for cell in nb.cells:

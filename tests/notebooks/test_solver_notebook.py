@@ -4,9 +4,8 @@ either comparing or saying that it skipped; a disagreement fails it."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,13 +23,7 @@ CELL_TIMEOUT_S = 300
 
 
 def _generator() -> ModuleType:
-    path = REPO / "scripts" / "make_solver_notebook.py"
-    spec = importlib.util.spec_from_file_location("make_solver_notebook", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.make_solver_notebook")
 
 
 GENERATOR = _generator()
@@ -66,7 +59,7 @@ def _verdicts(nb: Any) -> dict[str, bool]:
 def test_the_generator_is_deterministic_and_the_notebook_committed() -> None:
     text = GENERATOR.expected_text()
     assert text == GENERATOR.expected_text()
-    assert NOTEBOOK.read_text() == text, "stale: run python scripts/make_solver_notebook.py"
+    assert NOTEBOOK.read_text() == text, "stale: run python -m scripts.make_solver_notebook"
     nb = nbformat.reads(text, as_version=4)
     nbformat.validate(nb)
     assert [c.id for c in nb.cells] == [f"solvers-{i:02d}" for i in range(len(nb.cells))]
