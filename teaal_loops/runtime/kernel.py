@@ -386,21 +386,20 @@ class Kernel:
         if self.schedule.form.kind == "spmv":
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: call kernel(A, x)")
         prepared = self.prepared_for(A)
-        y = self._checked_dense_launch(prepared, operands, out, owner)
+        call, y, geometry = self.dense_operands(prepared, operands, out)
+        if out is not None and prepared.accumulates:
+            y.fill(0)
+        self.launch_dense(prepared, call, y, owner, *geometry)
         if self.schedule.form.kind != "sddmm":
             return y
         return sampled_result(prepared.matrix.arrays, prepared.shape, y)  # C's pattern
 
-    def launch_dense_into(self, prepared: PreparedMatrix, operands: Any, out: Any) -> None:
-        """The product of a dense form into ``out`` (SpMM: the (M, N) output; SDDMM: the
-        values in C's atom order), operands checked, ``out`` zeroed first where the schedule
-        accumulates, nothing copied to the host: what a CUDA graph can capture (SDDMM's
-        :meth:`call_dense` builds a cupyx matrix, whose constructor reads the device)."""
-        self.bind_dense(prepared, operands, out).launch()
-
     def bind_dense(self, A: Any, operands: Any, out: Any = None) -> DenseLaunch:
-        """SpMM / SDDMM bound once to ``operands`` and ``out`` (allocated when None): every
-        check now, then ``launch()`` repeats the product with none (runtime.dense_launch)."""
+        """SpMM / SDDMM bound once to ``operands`` and ``out`` (allocated when None; SpMM: the
+        (M, N) output, SDDMM: the values in C's atom order): every check now, then ``launch()``
+        repeats the product with none and copies nothing to the host, so a CUDA graph can
+        capture it (SDDMM's :meth:`call_dense` builds a cupyx matrix, whose constructor reads
+        the device) (runtime.dense_launch)."""
         if self._epilogue is not None:
             raise MatrixError(f"{self.schedule.spec_name} has an epilogue: call the kernel")
         if self.schedule.form.kind == "spmv":
@@ -413,14 +412,6 @@ class Kernel:
         return DenseLaunch(self._cp(), self.function(prepared, trace=False), grid, block,
                            prepared.leading_args + trailing, y, prepared.accumulates,
                            keep=(prepared, call))
-
-    def _checked_dense_launch(self, prepared: PreparedMatrix, operands: Any, out: Any,
-                              owner: Any) -> Any:
-        call, y, geometry = self.dense_operands(prepared, operands, out)
-        if out is not None and prepared.accumulates:
-            y.fill(0)
-        self.launch_dense(prepared, call, y, owner, *geometry)
-        return y
 
     def dense_operands(self, prepared: PreparedMatrix, operands: Any, out: Any) -> Any:
         """(checked operands, output: new and zeroed where the schedule accumulates, or

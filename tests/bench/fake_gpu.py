@@ -170,9 +170,6 @@ class FakeKernel:
             return types.SimpleNamespace(data=out)
         return out
 
-    def launch_dense_into(self, p: Any, operands: Any, out: Any) -> None:
-        self.call_dense(p, operands, out=out)
-
     def bind_dense(self, p: Any, operands: Any, out: Any) -> Any:
         return types.SimpleNamespace(launch=lambda: self.call_dense(p, operands, out=out))
 
