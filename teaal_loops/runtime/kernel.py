@@ -406,11 +406,8 @@ class Kernel:
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into or capture")
         prepared = self.prepared_for(A)
         call, y, (grid, block, space, time) = self.dense_operands(prepared, operands, out)
-        offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
-        trailing = trailing_arguments(self.schedule, call, y, prepared.no_owner, space, time,
-                                      offset)
-        return DenseLaunch(self._cp(), self.function(prepared, trace=False), grid, block,
-                           prepared.leading_args + trailing, y, prepared.accumulates,
+        fn, args = self._dense_function(prepared, call, y, None, space, time)
+        return DenseLaunch(self._cp(), fn, grid, block, args, y, prepared.accumulates,
                            keep=(prepared, call))
 
     def dense_operands(self, prepared: PreparedMatrix, operands: Any, out: Any) -> Any:
@@ -445,13 +442,19 @@ class Kernel:
         """The product's launch of a dense form (no checks, no zeroing)."""
         if grid[0] == 0:
             return
+        fn, args = self._dense_function(prepared, call, y, owner, space, time)
+        fn(grid, block, args)
+
+    def _dense_function(self, prepared: PreparedMatrix, call: DenseCall, y: Any, owner: Any,
+                        space: int, time: int) -> tuple[Any, tuple[Any, ...]]:
+        """(the compiled function, its whole argument tuple) of one dense launch; ``owner``
+        None: the product build, else the trace build writing into ``owner``."""
         offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
         trailing = trailing_arguments(
             self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
             offset,
         )
-        fn = self.function(prepared, trace=owner is not None)
-        fn(grid, block, prepared.leading_args + trailing)
+        return self.function(prepared, trace=owner is not None), prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:
         """The owning global thread of every (atom, dense index) of a dense form: a CuPy
