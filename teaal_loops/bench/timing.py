@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,7 @@ MAX_SPIN_MS = 2000.0
 # also when each call is two operations) and batches a measurement
 HOST_BATCH = 200
 HOST_BATCHES = 9
+HOST_ROUNDS = 15  # Timer.host_rounds: rounds of interleaved batches
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,18 @@ class HostCost:
     @property
     def median_us(self) -> float:
         return float(statistics.median(self.us)) if self.us else float("nan")
+
+    @property
+    def min_us(self) -> float:
+        return min(self.us) if self.us else float("nan")
+
+
+def paired_ratio(numerator: HostCost, denominator: HostCost) -> float:
+    """The median, over rounds, of the ratio of two calls' host costs measured in the same
+    round of :meth:`Timer.host_rounds` (a paired estimate: the machine's drift between
+    rounds cancels)."""
+    ratios = [a / b for a, b in zip(numerator.us, denominator.us, strict=True) if b > 0]
+    return float(statistics.median(ratios)) if ratios else float("nan")
 
 
 class Timer:
@@ -203,28 +216,58 @@ class Timer:
         """The host's microseconds a call of ``op``, issued in ``batches`` batches of ``calls``
         behind a spin kernel (module docstring, ``host``); the GPU runs nothing of a batch
         until the host has issued all of it."""
+        return self.host_rounds({"op": op}, calls, batches, warmup=warmup,
+                                spin_ms=spin_ms)["op"]
+
+    def host_rounds(
+        self,
+        ops: Mapping[str, Callable[[int], Any]],
+        calls: int = HOST_BATCH,
+        rounds: int = HOST_ROUNDS,
+        *,
+        warmup: int = 20,
+        spin_ms: float = 0.0,
+    ) -> dict[str, HostCost]:
+        """:meth:`host_issue` for several calls at once, interleaved: each round issues one
+        batch of every op, in an order rotated from round to round. A shared machine's host
+        speed drifts by a third over seconds (BENCHMARKS.md); interleaved, the k-th batches of
+        all ops were issued within the same fraction of a second, so the drift falls on all of
+        them alike and a ratio of two calls is best taken round by round (:func:`paired_ratio`)
+        rather than from medians measured seconds apart."""
+        names = list(ops)
+        for name in names:
+            for i in range(warmup):
+                ops[name](i)
+        spins = dict.fromkeys(names, spin_ms or max(2.0, 0.2 * calls))  # 200 us a call: ample
+        us: dict[str, list[float]] = {name: [] for name in names}
+        queued = dict.fromkeys(names, True)
+        for r in range(rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                per_call, fits, spins[name] = self._host_batch(ops[name], calls, spins[name])
+                us[name].append(per_call)
+                queued[name] = queued[name] and fits
+        return {name: HostCost(tuple(us[name]), queued[name], calls) for name in names}
+
+    def _host_batch(self, op: Callable[[int], Any], calls: int,
+                    spin: float) -> tuple[float, bool, float]:
+        """One batch of ``calls`` calls behind a spin of ``spin`` ms, retried behind a longer
+        spin where the issuing outlasted it: (host us a call, whether it fitted, the spin to
+        use next time: a third of the spin is enough)."""
         stream = self.cp.cuda.get_current_stream()
-        for i in range(warmup):
-            op(i)
-        spin = spin_ms or max(2.0, 0.2 * calls)  # 200 us a call: ample for Python-level calls
-        us: list[float] = []
-        queued = True
-        for _ in range(batches):
-            for _attempt in range(3):
-                stream.synchronize()
-                self.spin(spin)
-                t0 = time.perf_counter()
-                for i in range(calls):
-                    op(i)
-                host_ms = (time.perf_counter() - t0) * 1e3
-                stream.synchronize()
-                if host_ms < 0.9 * spin or spin >= MAX_SPIN_MS:
-                    break
-                spin = min(MAX_SPIN_MS, 2.0 * host_ms + 1.0)
-            queued = queued and host_ms < 0.9 * spin
-            us.append(host_ms * 1e3 / calls)
-            spin = max(2.0, min(spin, 3.0 * host_ms + 1.0))  # a third of the spin is enough
-        return HostCost(tuple(us), queued, calls)
+        for _attempt in range(3):
+            stream.synchronize()
+            self.spin(spin)
+            t0 = time.perf_counter()
+            for i in range(calls):
+                op(i)
+            host_ms = (time.perf_counter() - t0) * 1e3
+            stream.synchronize()
+            if host_ms < 0.9 * spin or spin >= MAX_SPIN_MS:
+                break
+            spin = min(MAX_SPIN_MS, 2.0 * host_ms + 1.0)
+        fits = host_ms < 0.9 * spin
+        return host_ms * 1e3 / calls, fits, max(2.0, min(spin, 3.0 * host_ms + 1.0))
 
     def probe(self, op: Callable[[int], Any]) -> float:
         """Milliseconds of one call, synchronised (to decide how often to repeat a slow one)."""

@@ -131,6 +131,8 @@ class Kernel:
         self._cache: MatrixCache[PreparedMatrix] = MatrixCache(self.CACHE_SIZE)
         self._cupy: Any = None  # the cupy module, once a call has found it usable
         self._epilogue = schedule.form.epilogue  # None keeps the SpMV fast path
+        # __call__'s one-step path applies: SpMV without an epilogue (read once, here)
+        self._plain_spmv = self._epilogue is None and schedule.form.kind == "spmv"
 
     # -- binding and source ---------------------------------------------------------------
     def _bind_nominal(self) -> BoundSchedule:
@@ -337,6 +339,16 @@ class Kernel:
         :mod:`teaal_loops.runtime.operands`). Transposed specs use ``A^T``. ``A`` may be a
         PreparedMatrix, or any matrix, which is prepared once and remembered. A scalar
         epilogue ``Z = a * T1 + b * C``: ``kernel(A, x, C, a=2.0, b=0.5)`` (scalars by name)."""
+        if self._plain_spmv and out is None and not more and not scalars:
+            # the loop's case, in one step: a prepared or remembered matrix of this dtype
+            # whose one-step call exists; anything else takes the general path below
+            prepared = A if type(A) is PreparedMatrix else self._cache.lookup(A)
+            if prepared is not None and prepared.config.dtype == self._nominal.dtype:
+                call = prepared._call
+                if call:
+                    y = call(x)  # None unless x is a contiguous CuPy vector of our dtype/size
+                    if y is not None:
+                        return y
         if self._epilogue is not None or scalars:
             return epilogue.call_with_epilogue(self, A, (x, *more), out, scalars)
         if more or self.schedule.form.kind != "spmv":
@@ -347,7 +359,7 @@ class Kernel:
             if call is None:
                 call = self._vector_call(prepared)
             if call:
-                y = call(x)  # None unless x is a contiguous CuPy vector of our dtype and size
+                y = call(x)
                 if y is not None:
                     return y
         xd = self.vector(prepared, x)

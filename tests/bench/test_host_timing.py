@@ -84,3 +84,30 @@ def test_the_median_ignores_one_slow_batch(monkeypatch: pytest.MonkeyPatch) -> N
     cost = timer.host_issue(op, calls=4, batches=3, warmup=0)
     assert cost.us == pytest.approx((4.0, 40.0, 4.0))
     assert cost.median_us == pytest.approx(4.0)
+
+
+def test_rounds_interleave_the_calls_and_rotate_their_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpu = FakeGpu()
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    issued: list[str] = []
+
+    def op(name: str, us: float) -> Any:
+        def call(_: int) -> None:
+            # the machine slows down as time passes: each later call costs more
+            clock[0] += us * 1e-6 * (1.0 + len(issued) / 30.0)
+            issued.append(name)
+        return call
+
+    costs = timing.Timer(gpu).host_rounds({"a": op("a", 4.0), "b": op("b", 5.0)},
+                                          calls=3, rounds=4, warmup=0)
+    batches = [issued[i] for i in range(0, len(issued), 3)]
+    assert batches == ["a", "b", "b", "a", "a", "b", "b", "a"]  # one batch each a round
+    assert all(len(set(issued[i:i + 3])) == 1 for i in range(0, len(issued), 3))
+    assert len(costs["a"].us) == len(costs["b"].us) == 4
+    assert costs["a"].queued and costs["b"].queued
+    # the drift makes both medians grow, but round by round b stays about 1.25 a
+    assert timing.paired_ratio(costs["b"], costs["a"]) == pytest.approx(1.25, rel=0.1)
+    assert costs["a"].min_us == min(costs["a"].us)

@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.bench import api_costs
+from teaal_loops.bench.timing import HostCost
 from teaal_loops.runtime import gpu_available
 
 from .conftest import FakeGpu
@@ -102,6 +103,22 @@ def test_targets_are_judged_on_the_host_column() -> None:
     assert "| prepared call, host us (worst schedule) | 9.00 | <= 10.0 | True |" in table
 
 
+def test_the_ratio_targets_compare_calls_round_by_round() -> None:
+    # the machine slows down between rounds: medians of each call, taken over different
+    # rounds, would mislead; the paired ratio is 1.25 in every round
+    report = _report(prepared_us=9.0, matrix_us=12.0, cg_speedup=1.3)
+    kernel = report["host"]["kernels"]["merge_path"]
+    kernel["call_prepared"].update(paired=True, host_batches_us=[4.0, 8.0, 16.0, 32.0, 64.0])
+    kernel["call_cupyx_matrix"].update(paired=True, host_batches_us=[5.0, 10.0, 20.0, 40.0, 80.0])
+    kernel["call_prepared"]["host_us"], kernel["call_cupyx_matrix"]["host_us"] = 16.0, 40.0
+    values = api_costs.target_values(report)
+    assert values["kernel(A, x) / kernel(prepared, x) (worst schedule)"] == pytest.approx(1.25)
+    # a report written before the rounds were interleaved: the ratio of the medians
+    del kernel["call_prepared"]["paired"]
+    values = api_costs.target_values(report)
+    assert values["kernel(A, x) / kernel(prepared, x) (worst schedule)"] == pytest.approx(2.5)
+
+
 def test_targets_not_measured_say_so() -> None:
     report = _report(prepared_us=9.0, matrix_us=12.0, cg_speedup=1.3)
     report["cg"] = []  # --host-only
@@ -146,11 +163,12 @@ class FakeTimer:
             op(i)
         return types.SimpleNamespace(median=0.001)
 
-    def host_issue(self, op, calls=200, batches=9):  # type: ignore[no-untyped-def]
-        for i in range(calls * batches):
-            op(i)
+    def host_rounds(self, ops, calls=200, rounds=15):  # type: ignore[no-untyped-def]
+        for op in ops.values():
+            for i in range(calls * rounds):
+                op(i)
         self.host_calls += 1
-        return types.SimpleNamespace(median_us=2.0, queued=True, us=(2.0,) * batches)
+        return {name: HostCost((2.0,) * rounds, True, calls) for name in ops}
 
 
 @pytest.mark.parametrize("host_only", [False, True])
@@ -166,6 +184,7 @@ def test_the_whole_run_on_the_fake_gpu(fake_gpu: FakeGpu, tmp_path: Path,
     for row in report["host"]["kernels"].values():
         for call in api_costs.CALLS:
             assert row[call]["host_us"] == 2.0 and row[call]["host_queued"]
+            assert row[call]["paired"] and len(row[call]["host_batches_us"]) == 3
             assert row[call]["wall_us"] > 0
     printed = capsys.readouterr().out
     assert "| target | value | limit | met |" in printed
