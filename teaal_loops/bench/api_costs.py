@@ -25,8 +25,9 @@ smaller problems, for tests):
    nonzeros), float64 and float32, ``b = A @ 1``: cupyx's ``cg`` with a fixed number of
    iterations (``maxiter=200``, tolerance 0) on the kernel's linear operator (auto's choice,
    thread-mapped, merge-path) against ``cg`` on the cupyx matrix (its own cuSPARSE product);
-   time an iteration (wall-clock, and CUDA events around the solve), and a correctness check:
-   the iterates of both solvers agree and so do their residuals.
+   time an iteration (wall-clock, and CUDA events around the solve; the median of 5 rounds in
+   which the solvers take turns), and a correctness check: the iterates of both solvers agree
+   and so do their residuals.
 3. **PageRank** (damping 0.85, dangling nodes spread uniformly, fixed iterations) on a corpus
    graph (``soc-Slashdot0902``; a seeded R-MAT graph when the corpus is absent), float64 and
    float32: time an iteration with the kernel against cupyx's ``M @ r``; the ranks must agree.
@@ -62,6 +63,7 @@ SCHEDULES = ("thread_mapped", "group_mapped", "work_oriented", "merge_path")
 HOST_ROWS, HOST_NNZ = 2_000, 10_000  # the host-cost matrix (see host_costs)
 # interleaved rounds of host batches (Timer.host_rounds): the full run, --quick
 HOST_ROUNDS, HOST_ROUNDS_QUICK = 15, 3
+CG_ROUNDS = 5  # interleaved rounds of the CG solves (cg_costs)
 AUTO_SPEC = """\
 einsum:
   declaration: {A: [M, K], B: [K], Z: [M]}
@@ -273,6 +275,10 @@ def _cg(cupy: Any, operator: Any, b: Any, maxiter: int) -> tuple[Any, int, float
 
 
 def cg_costs(cupy: Any, quick: bool) -> list[dict[str, Any]]:
+    """CG with cupyx's matrix against the kernels' operators, per dtype. Each solve is short
+    (tens of ms) and the host's speed drifts between seconds, so the solvers run in
+    :data:`CG_ROUNDS` interleaved rounds (the order rotated each round) and each reports the
+    median of its rounds' times an iteration; the checks read the last round's solution."""
     import cupyx.scipy.sparse as csp
 
     grid, maxiter = (100, 50) if quick else (1000, 200)
@@ -281,27 +287,34 @@ def cg_costs(cupy: Any, quick: bool) -> list[dict[str, Any]]:
     for dtype in ("float64", "float32"):
         A_dev = csp.csr_matrix(A64.astype(dtype))
         b = A_dev @ cupy.ones(A64.shape[0], dtype=dtype)
-        _cg(cupy, A_dev, b, 5)  # warm-up: cuSPARSE handles, CuPy's element-wise kernels
-        x_ref, iters, wall, device = _cg(cupy, A_dev, b, maxiter)
-        base = {"dtype": dtype, "rows": A64.shape[0], "nnz": int(A64.nnz), "maxiter": maxiter}
-        rows.append({**base, "operator": "cupyx A (cuSPARSE)", "iterations": iters,
-                     "wall_us_per_iter": wall / iters * 1e6,
-                     "device_us_per_iter": device / iters * 1e6,
-                     "residual": _residual(cupy, A_dev, x_ref, b)})
         auto = _auto_kernel(dtype)
-        variants = {"auto": auto.linear_operator(A_dev)}
-        variants["auto"].label = f"auto ({auto.last_choice.label})"
+        operators: dict[str | None, Any] = {None: A_dev, "auto": auto.linear_operator(A_dev)}
+        labels = {None: "cupyx A (cuSPARSE)", "auto": f"auto ({auto.last_choice.label})"}
         for name in ("thread_mapped", "merge_path"):
-            variants[name] = _compile(name, dtype).linear_operator(A_dev)
-        for key, op in variants.items():
-            _cg(cupy, op, b, 5)
-            x, iters, wall, device = _cg(cupy, op, b, maxiter)
-            rows.append({**base, "operator": getattr(op, "label", key), "key": key,
-                         "iterations": iters, "wall_us_per_iter": wall / iters * 1e6,
-                         "device_us_per_iter": device / iters * 1e6,
-                         "residual": _residual(cupy, A_dev, x, b),
-                         "iterate_rel_diff": float(cupy.linalg.norm(x - x_ref)
-                                                   / cupy.linalg.norm(x_ref))})
+            operators[name] = _compile(name, dtype).linear_operator(A_dev)
+        keys = list(operators)
+        for key in keys:
+            _cg(cupy, operators[key], b, 5)  # warm-up: handles, CuPy's element-wise kernels
+        runs: dict[str | None, list[tuple[Any, int, float, float]]] = {k: [] for k in keys}
+        for r in range(CG_ROUNDS):
+            for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                runs[key].append(_cg(cupy, operators[key], b, maxiter))
+        base = {"dtype": dtype, "rows": A64.shape[0], "nnz": int(A64.nnz), "maxiter": maxiter,
+                "rounds": CG_ROUNDS}
+        x_ref = runs[None][-1][0]
+        for key in keys:
+            x, iters = runs[key][-1][0], min(run[1] for run in runs[key])
+            walls = [run[2] / run[1] * 1e6 for run in runs[key]]
+            row = {**base, "operator": labels.get(key, key), "iterations": iters,
+                   "wall_us_per_iter": float(np.median(walls)),
+                   "wall_us_per_iter_rounds": walls,
+                   "device_us_per_iter": float(np.median([run[3] / run[1] * 1e6
+                                                          for run in runs[key]])),
+                   "residual": _residual(cupy, A_dev, x, b)}
+            if key is not None:
+                row.update(key=key, iterate_rel_diff=float(cupy.linalg.norm(x - x_ref)
+                                                           / cupy.linalg.norm(x_ref)))
+            rows.append(row)
     for row in rows:
         ref = next(r for r in rows if r["dtype"] == row["dtype"] and "key" not in r)
         row["speedup_over_cupyx"] = ref["wall_us_per_iter"] / row["wall_us_per_iter"]
@@ -357,8 +370,13 @@ def pagerank_costs(cupy: Any, quick: bool, corpus: Path | None) -> list[dict[str
         mask = cupy.asarray(dangling.astype(dtype))
         auto = _auto_kernel(dtype)
         ours = auto.linear_operator(M_dev)
-        cupyx_us, cupyx_ranks = _time_pagerank(cupy, M_dev.__matmul__, mask, iterations)
-        ours_us, ours_ranks = _time_pagerank(cupy, ours.matvec, mask, iterations)
+        cupyx_runs, ours_runs = [], []
+        for _ in range(CG_ROUNDS):  # in turns, as the CG solves (cg_costs)
+            cupyx_runs.append(_time_pagerank(cupy, M_dev.__matmul__, mask, iterations))
+            ours_runs.append(_time_pagerank(cupy, ours.matvec, mask, iterations))
+        cupyx_us = float(np.median([run[0] for run in cupyx_runs]))
+        ours_us = float(np.median([run[0] for run in ours_runs]))
+        cupyx_ranks, ours_ranks = cupyx_runs[-1][1], ours_runs[-1][1]
         diff = _rel_error(cupy, ours_ranks, cupyx_ranks)
         rows.append({
             "graph": name, "nodes": int(M.shape[0]), "edges": int(M.nnz), "dtype": dtype,
