@@ -42,6 +42,15 @@ struct YVec {
 // Trace builds: (atom a, dense index n) is this thread's (owner has atoms x dense_n slots).
 #define TEAAL_OWN(a) (owner[(long long)(a) * dense_n + n] = (int)teaal_thread)
 
+// Register blocking over the dense rank's time part: a thread walks its atoms once for up to
+// TEAAL_DENSE_BLOCK of its dense steps, with one accumulator per step, loading each atom's
+// value and column once and one element of B per step. Every Z[m, n] is still summed over
+// the same atoms, in the same order, by the same thread. Override with -DTEAAL_DENSE_BLOCK=T.
+#ifndef TEAAL_DENSE_BLOCK
+#define TEAAL_DENSE_BLOCK 4
+#endif
+static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
+template <int TB> struct TeaalBlock { static constexpr int value = TB; };
 #define TEAAL_GROUP_SIZE 32
 #define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 
@@ -149,17 +158,27 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
   // threads a worker) sits between the worker and a group's lanes, so neighbouring threads
   // read neighbouring elements of a dense row. Each thread then loops over its elements
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
-  // column n of B and of the output.
+  // up to TEAAL_DENSE_BLOCK of its steps at once: one walk of its atoms serves columns
+  // n_j = (step0 + j) * DS + slot of B and of the output, j < TB.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t teaal_dense_slot = teaal_thread / 32 % dense_space;
   const offset_t teaal_worker_thread =
       teaal_thread / 32 / dense_space * 32 + teaal_thread % 32;
-  for (offset_t step = 0; step < dense_time; ++step) {
-    const offset_t n = step * dense_space + teaal_dense_slot;
-    if (n >= dense_n) break;  // the same for every lane of a group
-    const XVec x{x_data + n * x_stride_n, x_stride_k};
-    const YVec y{y_data + n * y_stride_n, y_stride_m};
-    [&]() {  // the body runs once per n; its `return` ends this n only
+
+  auto teaal_body = [&](auto teaal_block, offset_t teaal_step0) {
+    constexpr int TB = decltype(teaal_block)::value;  // steps of this walk
+    offset_t teaal_n[TB];  // this thread's dense index at step step0 + j (dead: step0's)
+    bool teaal_live[TB];  // step step0 + j exists and its n is inside the dense rank
+    XVec teaal_x[TB];  // column teaal_n[j] of B
+    YVec teaal_y[TB];  // column teaal_n[j] of the output
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      const long long nj = (long long)(teaal_step0 + j) * dense_space + teaal_dense_slot;
+      teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
+      teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_step0 * dense_space + teaal_dense_slot;
+      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
+      teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
+    }
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = teaal_worker_thread;  // this thread's number in the schedule
   const offset_t group = tid / TEAAL_GROUP_SIZE;
@@ -171,42 +190,72 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
   const offset_t m = d0;
   if (m < A.num_tiles()) {
     const offset_t end = A.tile_end(m);
-    value_t sum = 0;
+    value_t sum[TB];  // one per dense step of the block
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) sum[j] = 0;
     // Time rank K1 in steps of TEAAL_UNROLL: lane takes a = begin + lane + k1 * G, and every
     // load of a step is issued before its first product is summed. The last, partial step
     // loads its positions past the row's end from position a instead (in bounds, and in a
-    // line just read) and skips them. The sum runs in K1 order.
+    // line just read) and skips them. Each sum runs in K1 order.
     offset_t a = A.tile_begin(m) + lane;
     for (; end - a > (TEAAL_UNROLL - 1) * TEAAL_GROUP_SIZE; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
-      value_t product[TEAAL_UNROLL];
+      value_t product[TEAAL_UNROLL][TB];
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
-        product[u] = A.atom_product(m, a + u * TEAAL_GROUP_SIZE, x);
+        const value_t v = A.atom_val(a + u * TEAAL_GROUP_SIZE);  // loaded once for the block's TB columns
+        const index_t c = A.atom_col(a + u * TEAAL_GROUP_SIZE);
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) product[u][j] = v * __ldg(teaal_x[j] + c);
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
-        sum += product[u];
-        if (TEAAL_TRACE) TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) {
+          sum[j] += product[u][j];
+          if (TEAAL_TRACE && teaal_live[j]) {
+            const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+            TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
+          }
+        }
       }
     }
     if (a < end) {
-      value_t product[TEAAL_UNROLL];
+      value_t product[TEAAL_UNROLL][TB];
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         const offset_t at = a + u * TEAAL_GROUP_SIZE;
-        product[u] = A.atom_product(m, at < end ? at : a, x);
+        const value_t v = A.atom_val(at < end ? at : a);  // loaded once for the block's TB columns
+        const index_t c = A.atom_col(at < end ? at : a);
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) product[u][j] = v * __ldg(teaal_x[j] + c);
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         if (a + u * TEAAL_GROUP_SIZE < end) {
-          sum += product[u];
-          if (TEAAL_TRACE) TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
+          #pragma unroll
+          for (int j = 0; j < TB; ++j) {
+            sum[j] += product[u][j];
+            if (TEAAL_TRACE && teaal_live[j]) {
+              const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+              TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
+            }
+          }
         }
       }
     }
-    sum = teaal_segment_sum<TEAAL_GROUP_SIZE>(sum, group_mask);
-    if (lane == 0) y[m] = sum;
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      sum[j] = teaal_segment_sum<TEAAL_GROUP_SIZE>(sum[j], group_mask);
+      if (lane == 0 && teaal_live[j]) teaal_y[j][m] = sum[j];
+    }
   }
-    }();
+  };
+  offset_t teaal_step = 0;
+  for (; dense_time - teaal_step >= 2; teaal_step += TEAAL_DENSE_BLOCK) {
+    if (teaal_step * dense_space + teaal_dense_slot >= dense_n) return;
+    teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);
+  }
+  if (teaal_step < dense_time && teaal_step * dense_space + teaal_dense_slot < dense_n) {
+    teaal_body(TeaalBlock<1>{}, teaal_step);
   }
 }

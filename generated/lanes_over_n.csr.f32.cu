@@ -40,6 +40,15 @@ struct YVec {
 // Trace builds: (atom a, dense index n) is this thread's (owner has atoms x dense_n slots).
 #define TEAAL_OWN(a) (owner[(long long)(a) * dense_n + n] = (int)teaal_thread)
 
+// Register blocking over the dense rank's time part: a thread walks its atoms once for up to
+// TEAAL_DENSE_BLOCK of its dense steps, with one accumulator per step, loading each atom's
+// value and column once and one element of B per step. Every Z[m, n] is still summed over
+// the same atoms, in the same order, by the same thread. Override with -DTEAAL_DENSE_BLOCK=T.
+#ifndef TEAAL_DENSE_BLOCK
+#define TEAAL_DENSE_BLOCK 4
+#endif
+static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
+template <int TB> struct TeaalBlock { static constexpr int value = TB; };
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -134,16 +143,26 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
   // threads a worker) sits between the worker and a group's lanes, so neighbouring threads
   // read neighbouring elements of a dense row. Each thread then loops over its elements
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
-  // column n of B and of the output.
+  // up to TEAAL_DENSE_BLOCK of its steps at once: one walk of its atoms serves columns
+  // n_j = (step0 + j) * DS + slot of B and of the output, j < TB.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t teaal_dense_slot = teaal_thread % dense_space;
   const offset_t teaal_worker_thread = teaal_thread / dense_space;
-  for (offset_t step = 0; step < dense_time; ++step) {
-    const offset_t n = step * dense_space + teaal_dense_slot;
-    if (n >= dense_n) break;  // the same for every lane of a group
-    const XVec x{x_data + n * x_stride_n, x_stride_k};
-    const YVec y{y_data + n * y_stride_n, y_stride_m};
-    [&]() {  // the body runs once per n; its `return` ends this n only
+
+  auto teaal_body = [&](auto teaal_block, offset_t teaal_step0) {
+    constexpr int TB = decltype(teaal_block)::value;  // steps of this walk
+    offset_t teaal_n[TB];  // this thread's dense index at step step0 + j (dead: step0's)
+    bool teaal_live[TB];  // step step0 + j exists and its n is inside the dense rank
+    XVec teaal_x[TB];  // column teaal_n[j] of B
+    YVec teaal_y[TB];  // column teaal_n[j] of the output
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      const long long nj = (long long)(teaal_step0 + j) * dense_space + teaal_dense_slot;
+      teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
+      teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_step0 * dense_space + teaal_dense_slot;
+      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
+      teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
+    }
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = teaal_worker_thread;  // this thread's number in the schedule
   if (tid >= workers) return;
@@ -152,14 +171,34 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
   const offset_t m = d0;
   if (m < A.num_tiles()) {
     const offset_t end = A.tile_end(m);
-    Layout::Acc acc = A.acc_zero();
+    Layout::Acc acc[TB];  // one per dense step of the block
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
     #pragma unroll 4
     for (offset_t a = A.tile_begin(m); a < end; ++a) {
-      A.accumulate(acc, m, a, x, y);
-      if (TEAAL_TRACE) TEAAL_OWN(a);
+      const value_t v = A.atom_val(a);  // loaded once for the block's TB columns
+      const index_t c = A.atom_col(a);
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) {
+        acc[j] += v * __ldg(teaal_x[j] + c);  // accumulate(acc[j], m, a, teaal_x[j], ...)
+        if (TEAAL_TRACE && teaal_live[j]) {
+          const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+          TEAAL_OWN(a);
+        }
+      }
     }
-    A.store_tile(y, m, acc);
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (teaal_live[j]) A.store_tile(teaal_y[j], m, acc[j]);
+    }
   }
-    }();
+  };
+  offset_t teaal_step = 0;
+  for (; dense_time - teaal_step >= 2; teaal_step += TEAAL_DENSE_BLOCK) {
+    if (teaal_step * dense_space + teaal_dense_slot >= dense_n) return;
+    teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);
+  }
+  if (teaal_step < dense_time && teaal_step * dense_space + teaal_dense_slot < dense_n) {
+    teaal_body(TeaalBlock<1>{}, teaal_step);
   }
 }

@@ -231,6 +231,9 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "layout_macros": layout_module(cfg.layout),
         "form": cfg.form,
         "operand_names": cfg.schedule.form.operands or ("x",),
+        # Atoms are the matrix's nonzeros, each in its tile's row, given by atom_col/atom_val
+        # (the layouts serving SDDMM): blocked SpMM loads an atom's value and column once.
+        "atoms_are_nonzeros": "sddmm" in get_layout(cfg.layout).forms,
         **definition.template_context(cfg.schedule),
     }
     source = template.render(context)

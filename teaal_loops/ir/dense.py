@@ -19,6 +19,11 @@ the segment's ``k0 = 0`` thread stores the atom's value (one writer: combine sta
 Within one thread the dense rank's loop runs outside the loop over the sparse operand's atoms
 whatever the spec's time order says: every output element is still summed over the same atoms
 in the same order by the same thread, so values and owners are those the spec's order gives.
+Thread- and group-mapped SpMM walk a thread's atoms once per block of up to T of its dense
+steps (register blocking, T = ``TEAAL_DENSE_BLOCK`` = 4 in the kernel source): T accumulators,
+each atom's value and column loaded once, the same atoms in the same order for every element,
+so the rule above holds block by block; work-oriented and merge-path SpMM walk them once per
+step. docs/design.md describes the blocked loop.
 The dense rank's space part is numbered after the worker's ranks and before a group's lanes:
 ``thread = (worker * DS + n0) * G + lane``, which puts neighbouring elements of a dense row in
 neighbouring threads (coalesced loads). A spec that orders the space ranks otherwise is

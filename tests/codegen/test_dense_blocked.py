@@ -1,0 +1,165 @@
+"""Register blocking over the dense rank's time steps (thread- and group-mapped SpMM).
+
+A thread walks its atoms once for up to TEAAL_DENSE_BLOCK of its dense steps. Checked here
+without a GPU: the rendered sources (blocked where they should be, untouched elsewhere), nvcc
+on every layout, group size and block size, and the kernels run on the CPU (g++ and the CUDA
+shim) against SciPy and the simulation's owner of every (atom, n) for dense_time 1 .. 7, so
+the last block holds dead steps. tests/gpu/test_dense_blocked_gpu.py repeats the runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teaal_loops.codegen import make_config, render
+from teaal_loops.layouts import get_layout, known_layouts
+from teaal_loops.lowering import lower
+from teaal_loops.spec import load_spec, load_spec_string
+from tests.codegen import hand_schedules as hs
+from tests.codegen import host_emulation as emu
+from tests.codegen import test_nvcc as nvcc
+from tests.codegen import test_spmm_emulation as spmm_emu
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCKED_CALL = "teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);"
+SINGLE_CALL = "teaal_body(TeaalBlock<1>{}, teaal_step);"
+SPMM = "einsum:\n  declaration: {A: [M, K], B: [K, N], Z: [M, N]}\n" \
+    "  expressions: ['Z[m, n] = A[m, k] * B[k, n]']\n"
+# thread-mapped with N0 in space and N1 in time (lanes_over_n_tiled), any layout's tiling
+THREAD_TILED = SPMM + (
+    "mapping:\n  partitioning:\n    Z:\n      N: [uniform_shape(N_TILE)]\n"
+    "  loop-order:\n    Z: [M, N1, N0, K]\n  spacetime:\n    Z: {space: [M, N0], time: [N1, K]}\n"
+)
+# thread-mapped over CSC's columns (a scattering layout) with all of N in time
+THREAD_COLUMNS_N_TIME = SPMM + (
+    "mapping:\n  rank-order:\n    A: [K, M]\n  partitioning:\n    Z:\n"
+    "      K: [uniform_shape(T)]\n  loop-order:\n    Z: [K1, K0, N, M]\n"
+    "  spacetime:\n    Z: {space: [K0], time: [K1, N, M]}\n"
+)
+
+
+def _source(spec: Any, dtype: str = "f32", layout: str | None = None, **params: int) -> str:
+    parsed = load_spec_string(spec) if isinstance(spec, str) else load_spec(spec)
+    schedule = lower(parsed, params=params or None, layout=layout)
+    return render(make_config(schedule, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize(("spec", "params"), [
+    (REPO / "specs/spmm/lanes_over_n.yaml", {}),
+    (REPO / "specs/spmm/lanes_over_n_tiled.yaml", {}),
+    (REPO / "specs/spmm/group_lanes_over_k.yaml", {}),
+    (REPO / "specs/spmm/group_lanes_over_k.yaml", {"G": 64}),
+])
+def test_thread_and_group_mapped_spmm_walk_atoms_once_per_block(
+    spec: Path, params: dict[str, int], dtype: str
+) -> None:
+    src = _source(spec, dtype, **params)
+    assert "#define TEAAL_DENSE_BLOCK 4" in src
+    assert BLOCKED_CALL in src and SINGLE_CALL in src
+    # CSR: the atom's value and column are loaded once, outside the loop over the block
+    loads = re.findall(r"const value_t v = A\.atom_val\(([^)]*)\);", src)
+    assert loads and all("j" not in at for at in loads)
+    assert "__ldg(teaal_x[j] + c)" in src
+    assert "teaal_live[j]" in src  # stores and trace guarded per step
+    assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
+
+
+@pytest.mark.parametrize("spec", [
+    *sorted((REPO / "specs").glob("*.yaml")),  # SpMV, every schedule
+    *sorted((REPO / "specs/sddmm").glob("*.yaml")),
+    REPO / "specs/spmm/nonzero_split.yaml",  # work-oriented SpMM: one column at a time
+])
+def test_spmv_sddmm_and_chunked_spmm_are_not_blocked(spec: Path) -> None:
+    for dtype in ("f32", "f64"):
+        src = _source(spec, dtype)
+        assert "TEAAL_DENSE_BLOCK" not in src and "teaal_body" not in src
+        assert "teaal_live" not in src
+
+
+@pytest.mark.parametrize("variant", sorted(hs.all_variants()))
+def test_hand_built_spmv_schedules_are_not_blocked(variant: str) -> None:
+    src = render(make_config(hs.all_variants()[variant], dtype="f64"))
+    assert "TEAAL_DENSE_BLOCK" not in src and "teaal_live" not in src
+
+
+def test_merge_path_spmm_keeps_its_loop_over_n() -> None:
+    src = _source(spmm_emu.MERGE_PATH_SPMM, I=4)
+    assert "TEAAL_DENSE_BLOCK" not in src
+    assert "for (offset_t step = 0; step < dense_time; ++step)" in src
+
+
+def test_layouts_without_nonzero_atoms_accumulate_per_step() -> None:
+    """ELL pads and BCSR spans rows: the body calls the layout's accumulate for every step
+    (nvcc merges its __ldg loads); CSC's accumulate adds to y itself, so only live steps."""
+    ell = _source(THREAD_TILED, layout="ell")
+    assert "A.accumulate(acc[j], m, a, teaal_x[j], teaal_y[j]);" in ell
+    assert "atom_val" not in ell.split("Schedule: thread-mapped")[1]
+    csc = _source(THREAD_COLUMNS_N_TIME, layout="csc")
+    assert "if (teaal_live[j]) A.accumulate(acc[j], m, a, teaal_x[j], teaal_y[j]);" in csc
+
+
+@pytest.mark.skipif(nvcc.NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
+def test_blocked_kernels_compile_on_every_layout_group_size_and_block(tmp_path: Path) -> None:
+    """Every SpMM layout of thread-mapped (N split and N in time), group-mapped with G = 1, 4,
+    32 and 64 (a block group: TB shared-memory rows of warp sums), f32 and f64, the trace build,
+    and blocks of 1, 3 (dense_time no multiple of it) and 8 steps."""
+    jobs: list[tuple[Path, str, tuple[str, ...]]] = []
+
+    def add(name: str, source: str, *defines: str) -> None:
+        path = tmp_path / f"{name}.cu"
+        path.write_text(source)
+        jobs.append((path, "sm_90", defines))
+
+    for layout in known_layouts():
+        definition = get_layout(layout)
+        if "spmm" not in definition.forms or "thread_mapped" not in definition.schedules:
+            continue
+        spec = THREAD_COLUMNS_N_TIME if definition.scatters else THREAD_TILED
+        safe = layout.replace(":", "_")
+        add(f"thread.{safe}.f32", _source(spec, "f32", layout=layout))
+        add(f"thread.{safe}.f64", _source(spec, "f64", layout=layout), "-DTEAAL_TRACE=1")
+    group = REPO / "specs/spmm/group_lanes_over_k.yaml"
+    for g in (1, 4, 32, 64):
+        add(f"group.g{g}.f32", _source(group, "f32", G=g))
+        add(f"group.g{g}.f64", _source(group, "f64", G=g), "-DTEAAL_TRACE=1")
+    tiled = _source(REPO / "specs/spmm/lanes_over_n_tiled.yaml", "f64")
+    for block in (1, 3, 8):
+        add(f"tiled.b{block}", tiled, f"-DTEAAL_DENSE_BLOCK={block}", "-DTEAAL_TRACE=1")
+        add(f"group.b{block}", _source(group, "f32", G=64), f"-DTEAAL_DENSE_BLOCK={block}")
+    assert len(jobs) >= 20
+    nvcc._compile_all(jobs)
+
+
+# (spec, params, N): dense_time = ceil(N / min(N_TILE, N)) runs 1 .. 7 and group-mapped's N in
+# time runs dense_time = N; with blocks of 4 the last block holds 1, 2 or 3 dead steps, and N
+# not a multiple of N_TILE leaves some slots a dead last step the others have live.
+TILED = REPO / "specs/spmm/lanes_over_n_tiled.yaml"
+GROUP = REPO / "specs/spmm/group_lanes_over_k.yaml"
+RUNS: list[tuple[str, Path, dict[str, int], int, int]] = [
+    ("tiled_n1", TILED, {"N_TILE": 1}, 1, 1),
+    ("tiled_n3_dt3", TILED, {"N_TILE": 1}, 3, 3),
+    ("tiled_n3_dt2", TILED, {"N_TILE": 2}, 3, 2),
+    ("tiled_n8_dt4", TILED, {"N_TILE": 2}, 8, 4),
+    ("tiled_n8_dt3", TILED, {"N_TILE": 3}, 8, 3),
+    ("tiled_n33_dt5", TILED, {"N_TILE": 7}, 33, 5),
+    ("tiled_n33_dt7", TILED, {"N_TILE": 5}, 33, 7),
+    ("tiled_n33_dt1", TILED, {"N_TILE": 64}, 33, 1),
+    ("group_g4_n3", GROUP, {"G": 4}, 3, 3),
+    ("group_g4_n7", GROUP, {"G": 4}, 7, 7),
+    ("group_g1_n5", GROUP, {"G": 1}, 5, 5),
+    ("group_g64_n6", GROUP, {"G": 64}, 6, 6),
+]
+
+
+@pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")
+@pytest.mark.parametrize("case", [r[0] for r in RUNS])
+def test_blocked_kernel_on_the_cpu(case: str) -> None:
+    _, spec, params, width, dense_time = next(r for r in RUNS if r[0] == case)
+    bound = spmm_emu._run_and_compare(spmm_emu._schedule(spec, params), spmm_emu._matrix(),
+                                      width)
+    assert bound.dense_time == dense_time
