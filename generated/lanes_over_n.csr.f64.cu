@@ -43,7 +43,9 @@ struct YVec {
 // Register blocking over the dense rank's time part: a thread walks its atoms once for up to
 // TEAAL_DENSE_BLOCK of its dense steps, with one accumulator per step, loading each atom's
 // value and column once and one element of B per step. Every Z[m, n] is still summed over
-// the same atoms, in the same order, by the same thread. Override with -DTEAAL_DENSE_BLOCK=T.
+// the same atoms, in the same order, by the same thread. Override with -DTEAAL_DENSE_BLOCK=T:
+// the runtime builds launches of one dense step (DT = 1) with T = 1, whose registers the
+// unused blocked path would otherwise size.
 #ifndef TEAAL_DENSE_BLOCK
 #define TEAAL_DENSE_BLOCK 4
 #endif

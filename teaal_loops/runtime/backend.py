@@ -24,6 +24,13 @@ from teaal_loops.types import DeviceInfo
 INSTALL_HINT = "pip install '.[cuda13]' in the checkout ('.[cuda12]' for a CUDA 12 driver)"
 COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)
 TRACE_OPTION = "-DTEAAL_TRACE=1"
+# A register-blocked SpMM kernel walks its atoms once per block of TEAAL_DENSE_BLOCK dense
+# steps (4 in the source). A launch whose threads take one step never runs a full block, but
+# the blocked path still sizes the kernel's registers (lanes_over_n: 64 against 32, half the
+# occupancy, 0.6-0.75x the unblocked kernel's speed on the H100): such launches use a build
+# with blocks of one.
+DENSE_BLOCK_MACRO = "TEAAL_DENSE_BLOCK"
+SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
 
 _modules: dict[str, Any] = {}
 
@@ -113,10 +120,19 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def get_function(source: str, name: str, *, trace: bool = False) -> Any:
-    """The compiled ``extern "C"`` kernel ``name`` of ``source`` (cached in memory and on disk)."""
+def reads_dense_block(source: str) -> bool:
+    """Whether ``source`` is a register-blocked SpMM kernel (thread- and group-mapped), whose
+    block of dense steps a compile option sets (:data:`SINGLE_STEP_OPTION`)."""
+    return DENSE_BLOCK_MACRO in source
+
+
+def get_function(source: str, name: str, *, trace: bool = False,
+                 single_step: bool = False) -> Any:
+    """The compiled ``extern "C"`` kernel ``name`` of ``source`` (cached in memory and on disk);
+    ``single_step``: built for launches whose threads take one dense step (blocks of one)."""
     cupy = cupy_module()
-    options = COMPILE_OPTIONS + ((TRACE_OPTION,) if trace else ())
+    options = (COMPILE_OPTIONS + ((TRACE_OPTION,) if trace else ())
+               + ((SINGLE_STEP_OPTION,) if single_step else ()))
     key = source_key(source, options)
     module = _modules.get(key)
     if module is None:

@@ -68,7 +68,8 @@ class PreparedMatrix:
     # True when the values array is the user's own (no conversion, no copy): the kernel then
     # sees the user's in-place edits of the values (see runtime.matrix_cache)
     aliases_input: bool = False
-    _functions: dict[Any, Any] = field(default_factory=dict)  # trace flag or "epilogue"
+    # trace flag, (trace flag, True) for a single-step dense build, or "epilogue"
+    _functions: dict[Any, Any] = field(default_factory=dict)
     # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
     # backend.VectorCall: kernel(prepared, x) in one step for a plain x (False: unavailable)
@@ -233,11 +234,18 @@ class Kernel:
         )
 
     # -- launching ------------------------------------------------------------------------
-    def function(self, prepared: PreparedMatrix, *, trace: bool = False) -> Any:
-        fn = prepared._functions.get(trace)
+    def function(self, prepared: PreparedMatrix, *, trace: bool = False,
+                 single_step: bool = False) -> Any:
+        """The compiled kernel: the trace build or not; ``single_step``, for a dense launch
+        whose threads take one step of the dense rank, the build with blocks of one step where
+        the kernel is register-blocked (see backend.SINGLE_STEP_OPTION)."""
+        single_step = single_step and backend.reads_dense_block(prepared.source)
+        key: Any = (trace, True) if single_step else trace
+        fn = prepared._functions.get(key)
         if fn is None:
-            fn = backend.get_function(prepared.source, prepared.config.kernel_name, trace=trace)
-            prepared._functions[trace] = fn
+            fn = backend.get_function(prepared.source, prepared.config.kernel_name, trace=trace,
+                                      single_step=single_step)
+            prepared._functions[key] = fn
         return fn
 
     def launch(self, prepared: PreparedMatrix, x: Any, y: Any, owner: Any = None) -> None:
@@ -466,7 +474,8 @@ class Kernel:
             self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
             offset,
         )
-        return self.function(prepared, trace=owner is not None), prepared.leading_args + trailing
+        fn = self.function(prepared, trace=owner is not None, single_step=time == 1)
+        return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:
         """The owning global thread of every (atom, dense index) of a dense form: a CuPy
