@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,11 +118,11 @@ class HostCost:
         return min(self.us) if self.us else float("nan")
 
 
-def paired_ratio(numerator: HostCost, denominator: HostCost) -> float:
-    """The median, over rounds, of the ratio of two calls' host costs measured in the same
-    round of :meth:`Timer.host_rounds` (a paired estimate: the machine's drift between
-    rounds cancels)."""
-    ratios = [a / b for a, b in zip(numerator.us, denominator.us, strict=True) if b > 0]
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    """The median, over rounds, of the ratio of two timings taken in the same round (host
+    costs from :meth:`Timer.host_rounds`' ``us``, or solves that took turns): a paired
+    estimate, in which the machine's drift between rounds cancels."""
+    ratios = [a / b for a, b in zip(numerator, denominator, strict=True) if b > 0]
     return float(statistics.median(ratios)) if ratios else float("nan")
 
 

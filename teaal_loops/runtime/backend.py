@@ -120,9 +120,11 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=64)
 def reads_dense_block(source: str) -> bool:
     """Whether ``source`` is a register-blocked SpMM kernel (thread- and group-mapped), whose
-    block of dense steps a compile option sets (:data:`SINGLE_STEP_OPTION`)."""
+    block of dense steps a compile option sets (:data:`SINGLE_STEP_OPTION`). Asked at every
+    dense launch, so remembered per source (a string caches its hash: a hit costs no scan)."""
     return DENSE_BLOCK_MACRO in source
 
 
