@@ -105,94 +105,14 @@ __device__ __forceinline__ offset_t teaal_merge_search(const RowBounds& bounds, 
   return lo;
 }
 
-#define TEAAL_SEARCH_PROBES (TEAAL_BLOCK_THREADS / 2)  // threads per search of the block search
-#define TEAAL_SEARCH_GRID (TEAAL_SEARCH_PROBES / 2)  // first round: evenly spaced probes
-#define TEAAL_SEARCH_NEAR (TEAAL_SEARCH_PROBES - TEAAL_SEARCH_GRID)  // ... and probes near a guess
-
-// Shared state of one block search: the interval [lo, hi] still holding each answer, and
-// whether each thread's probe lies at or after its diagonal.
-struct TeaalBlockSearch {
-  offset_t lo[2];
-  offset_t hi[2];
-  unsigned char at_or_after[TEAAL_BLOCK_THREADS];
-};
-
-// Probe j (0 <= j < P) of a search round over [lo, hi]: nondecreasing in j, never above hi.
-// Later rounds space the P probes evenly, `step` rows apart. The first round spends half of
-// them on an even grid over [lo, hi] and the other half, inside the grid cell that holds the
-// guess g, at doubling distances from g (g - 2^(N-1), ..., g - 1, g, g + 1, g + 3, ...,
-// g + 2^(N-1) - 1, N = TEAAL_SEARCH_NEAR / 2): an answer e rows from a good guess is cut to
-// about e rows at once, a bad guess costs no more than a coarser grid.
-__device__ __forceinline__ offset_t teaal_probe(int j, bool first_round, offset_t g,
-                                                offset_t lo, offset_t hi, offset_t step) {
-  if (!first_round) {
-    const offset_t m = lo + (offset_t)(j + 1) * step - 1;
-    return m < hi ? m : hi;
+// The same count over the whole layout: the rows r < rows with tile_end(r) + r < d.
+__device__ __forceinline__ offset_t teaal_rows_before(const Layout& A, offset_t d) {
+  offset_t lo = 0, hi = A.num_tiles();
+  while (lo < hi) {
+    const offset_t mid = lo + (hi - lo) / 2;
+    if (A.tile_end(mid) + mid < d) lo = mid + 1; else hi = mid;
   }
-  const offset_t grid = (hi - lo + TEAAL_SEARCH_GRID) / (TEAAL_SEARCH_GRID + 1);
-  offset_t cell = grid > 0 ? (g - lo) / grid : 0;  // grid probes below g
-  cell = cell < TEAAL_SEARCH_GRID ? cell : TEAAL_SEARCH_GRID;
-  offset_t m;
-  if (j < cell || j >= cell + TEAAL_SEARCH_NEAR) {  // a grid probe
-    const offset_t i = j < cell ? j : j - TEAAL_SEARCH_NEAR;
-    m = lo + (i + 1) * grid - 1;
-  } else {  // a probe near the guess, kept inside its grid cell
-    const int t = j - (int)cell;
-    const int half = TEAAL_SEARCH_NEAR / 2;
-    const int k = t < half ? half - 1 - t : t - half;
-    const int max_shift = (int)(8 * sizeof(offset_t)) - 2;
-    const offset_t distance = (offset_t)1 << (k < max_shift ? k : max_shift);
-    const offset_t cell_lo = lo + cell * grid;
-    const offset_t cell_hi = cell < TEAAL_SEARCH_GRID ? lo + (cell + 1) * grid - 1 : hi;
-    m = t < half ? (g - cell_lo > distance ? g - distance : cell_lo)
-                 : (cell_hi - g > distance ? g + distance - 1 : cell_hi);
-  }
-  return m < hi ? m : hi;
-}
-
-// The number of rows ending before merge items d0 and d1, found by the whole block at once
-// (results in s.lo[0] and s.lo[1]; every thread of the block must call this). g0 and g1 are
-// guesses (any value in [0, rows]; the closer, the fewer rounds). Half the threads serve each
-// diagonal: they probe P rows of the interval still holding the answer (P =
-// TEAAL_SEARCH_PROBES), and the first probe at or after the diagonal cuts the interval to the
-// rows between it and the probe before. The first round also brackets the guess (see
-// teaal_probe); later rounds cut by a factor P + 1. One round is one load a thread and two barriers, where one thread
-// searching alone would chain log2(rows) dependent loads. The answer is the same first row at
-// or after d that teaal_merge_search finds; only the order of the probes differs.
-__device__ __forceinline__ void teaal_block_merge_search(const Layout& A, TeaalBlockSearch& s,
-                                                         offset_t d0, offset_t d1, offset_t g0,
-                                                         offset_t g1) {
-  const int which = (int)threadIdx.x / TEAAL_SEARCH_PROBES;  // 0: d0, 1: d1
-  const int j = (int)threadIdx.x % TEAAL_SEARCH_PROBES;
-  const offset_t d = which == 0 ? d0 : d1;
-  const offset_t rows = A.num_tiles();
-  offset_t g = which == 0 ? g0 : g1;
-  g = g < 0 ? 0 : (g > rows ? rows : g);
-  if (threadIdx.x < 2) {
-    s.lo[threadIdx.x] = 0;
-    s.hi[threadIdx.x] = rows;  // row `rows` is at-or-after every item by definition
-  }
-  __syncthreads();
-  bool first_round = true;
-  while (s.lo[0] < s.hi[0] || s.lo[1] < s.hi[1]) {  // the same in every thread
-    const offset_t lo = s.lo[which], hi = s.hi[which];
-    const offset_t step = (hi - lo + TEAAL_SEARCH_PROBES) / (TEAAL_SEARCH_PROBES + 1);
-    const offset_t m = teaal_probe(j, first_round, g, lo, hi, step);
-    const bool after = lo >= hi || m >= hi || A.tile_end(m) + m >= d;
-    s.at_or_after[threadIdx.x] = after;
-    __syncthreads();  // (every thread has read lo and hi)
-    if (lo < hi) {
-      const bool previous_after = j > 0 && s.at_or_after[threadIdx.x - 1];
-      if (after && !previous_after) {  // the first probe at or after d: (m_{j-1}, m_j] holds it
-        s.lo[which] = j == 0 ? lo : teaal_probe(j - 1, first_round, g, lo, hi, step) + 1;
-        s.hi[which] = m;
-      } else if (!after && j == TEAAL_SEARCH_PROBES - 1) {  // every probe before d
-        s.lo[which] = m + 1;
-      }
-    }
-    first_round = false;
-    __syncthreads();
-  }
+  return lo;
 }
 
 #define TEAAL_WARPS (TEAAL_BLOCK_THREADS / 32)
@@ -250,19 +170,24 @@ __device__ __forceinline__ void teaal_suffix_scan(TeaalSuffixScan& s, int key, v
 // ---- Schedule: merge-path (teaal-loops extension x_merge_path) ---------------------------
 // Merge items are rows + nnz: nonzero a of row r is item a + r, the end of row r is item
 // tile_end(r) + r. Chunk c = thread c owns items [c*IPT, (c+1)*IPT) and consumes them in
-// order: it is the owner of every nonzero among them (combine ATOMIC: y is zeroed by the
-// caller). A block's chunks are consecutive, so the block holds one tile of TPB*IPT items.
+// order: it is the owner of every nonzero among them. A block's chunks are consecutive, so
+// the block holds one tile of TPB*IPT items. Its first and last rows were found once, when the
+// matrix was prepared (teaal_merge_partition, at the end, into block_rows): a launch reads them.
 //
 // Staged tiles (IPT <= TEAAL_STAGED_IPT), as in Merrill and Garland's merge-based SpMV: the
-// block finds its tile's first and last rows (one cooperative search), loads the tile's row
-// boundaries and the contributions A.atom_product(t, a, x) of its nonzeros into shared memory
-// with coalesced loads, then every thread searches and walks its own chunk there. Rows wholly
-// inside a chunk are stored by it; the pieces of a row split across chunks are added up in
-// the block (a segmented sum, deterministic) and stored by the chunk where the row starts, and
-// only rows that cross a block boundary get an atomicAdd (at most two per block).
+// block loads the tile's row boundaries and the contributions A.atom_product(t, a, x) of its
+// nonzeros into shared memory with coalesced loads, then every thread searches and walks its
+// own chunk there. Rows wholly inside a chunk are stored by it; the pieces of a row split
+// across chunks are added up in the block (a segmented sum, deterministic) and stored by the
+// chunk where the row starts.
+// Rows that cross a block boundary are carried (TeaalCarry below) where the runtime passes a
+// scratch (launches of few blocks): each block holding part of one writes its piece to the
+// launch stream's scratch, and the last of them to finish adds the pieces in block order and
+// stores the row; y needs no zeroing and every launch sums alike. With a null scratch (many
+// blocks, where the carries' waits cost more than zeroing y) they get an atomicAdd.
 // Longer chunks (IPT > TEAAL_STAGED_IPT) are walked straight from the layout, with the block's
 // row boundaries staged in the same shared memory and one atomicAdd per chunk holding part of
-// a split row.
+// a split row (y is zeroed first).
 
 // Slots of a staged tile: row bounds and atom contributions share one buffer (a tile of
 // TPB*IPT items holds tile_rows row ends and tile_nnz nonzeros, tile_rows + tile_nnz = items).
@@ -301,6 +226,36 @@ __device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int til
   return i;
 }
 
+// The scratch of one launch stream (teaal_loops/runtime/scratch.py; zero when first made) for
+// rows split across blocks: per block b, count[b] is how many blocks have handed in their piece
+// of the split row that starts in b, tail[b] that piece of b's own, head[b] b's piece of its
+// first row when that row began in an earlier block.
+struct TeaalCarry {
+  unsigned int* count;
+  value_t* tail;
+  value_t* head;
+  __device__ __forceinline__ TeaalCarry(void* scratch, long long blocks) {
+    count = static_cast<unsigned int*>(scratch);
+    // the values start at the first multiple of 16 bytes after the counts
+    tail = reinterpret_cast<value_t*>(static_cast<char*>(scratch) + (blocks * 4 + 15) / 16 * 16);
+    head = tail + blocks;
+  }
+  // This block has written its piece of row r (nonzeros in blocks s .. e): count it in at s.
+  // The block that brings the count to e - s + 1 adds the pieces in block order (s's tail,
+  // then the heads of s + 1 .. e), stores the row and resets the count for the next launch.
+  __device__ __forceinline__ void hand_in(long long s, long long e, offset_t r, YVec y) const {
+    __threadfence();  // this block's piece is visible before the count that announces it
+    const unsigned int before = atomicAdd(count + s, 1u);
+    if (before != (unsigned int)(e - s)) return;
+    __threadfence();  // the other pieces, announced by the count, are read after it
+    value_t sum = __ldcg(tail + s);
+    #pragma unroll 8
+    for (long long b = s + 1; b <= e; ++b) sum += __ldcg(head + b);
+    y[r] = sum;
+    count[s] = 0;
+  }
+};
+
 // Half the GPU's threads resident (registers for a thread's whole share of loads in flight).
 #define TEAAL_MIN_BLOCKS (1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / TEAAL_BLOCK_THREADS : 1)
 
@@ -313,9 +268,11 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     const value_t* __restrict__ values,  // value of slot s of row r at s * rows + r; 0 in padding
     offset_t items_per_thread,  // merge items per chunk (IPT)
     offset_t workers,  // chunks = ceil((rows + nnz) / IPT)
+    offset_t* __restrict__ block_rows,  // per block: rows ending before its first item, and before its end (staged tiles) or its last item (prepared once by the partition kernel)
     const value_t* __restrict__ x,  // dense input vector, length cols
     value_t* __restrict__ y,  // output vector, length rows
-    int* __restrict__ owner  // trace builds: owning thread of every atom (else unused)
+    int* __restrict__ owner,  // trace builds: owning thread of every atom (else unused)
+    unsigned char* __restrict__ teaal_scratch  // the launch stream's scratch for rows split across blocks (zero between launches)
 ) {
 
   const Layout A{rows, cols, width, nnz, columns, values};
@@ -328,23 +285,19 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
   const offset_t block_begin = (offset_t)block_first;
   const offset_t block_end = (offset_t)(items - block_first < block_items ? items
                                                                           : block_first + block_items);
-  __shared__ TeaalBlockSearch search;
   __shared__ TeaalTileSlot tile[TEAAL_TILE_SLOTS];
-  // 1. The block's first row and the first row past its last row end: every row with an item
-  //    in [block_begin, block_end) lies in between. Guesses: where the row ends would fall if
-  //    every row had the mean length.
+  // 1. The block's first row and the first row past its last row end (prepared: the rows
+  //    ending before block_begin, and before the block's end for staged tiles or its last
+  //    item otherwise): every row with an item in [block_begin, block_end) lies in between.
   const bool staged = items_per_thread <= TEAAL_STAGED_IPT;  // the same in the whole launch
-  const offset_t search_end = staged ? block_end : block_end - 1;
-  const double rows_per_item = (double)tiles / (double)items;
-  teaal_block_merge_search(A, search, block_begin, search_end,
-                           (offset_t)((double)block_begin * rows_per_item),
-                           (offset_t)((double)search_end * rows_per_item));
+  const offset_t block_first_row = __ldg(block_rows + 2 * (long long)blockIdx.x);
+  const offset_t block_last_row = __ldg(block_rows + 2 * (long long)blockIdx.x + 1);
   if (staged) {
     __shared__ TeaalSuffixScan scan;
     // The tile: rows first_row .. first_row + tile_rows - 1 end inside it, and its nonzeros
     // are first_atom .. first_atom + tile_nnz - 1.
-    const offset_t first_row = search.lo[0];  // < tiles: the tile's first item belongs to it
-    const int tile_rows = (int)(search.lo[1] - first_row);
+    const offset_t first_row = block_first_row;  // < tiles: the tile's first item belongs to it
+    const int tile_rows = (int)(block_last_row - first_row);
     const offset_t first_atom = block_begin - first_row;
     const int tile_items = (int)(block_end - block_begin);
     const int tile_nnz = tile_items - tile_rows;
@@ -419,20 +372,44 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     value_t suffix, next_suffix;
     int next_row;
     teaal_suffix_scan(scan, head_row, head_sum, suffix, next_row, next_suffix);
+    // No scratch (a null pointer): the runtime zeroed y, and split rows are added atomically.
+    const bool carried = teaal_scratch != nullptr;
+    const TeaalCarry carry(teaal_scratch, (long long)gridDim.x);
     if (active) {
       if (row_start >= k0 && row_start < k1) {  // the row in progress at k1 started here
         const value_t total = sum + (next_row == row ? next_suffix : value_t(0));
         if (row < tile_rows) {
           y[first_row + row] = total;  // it ends in this block
         } else {
-          atomicAdd(y + (first_row + row), total);  // it goes on in the next block (one index: y + i strides)
+          // It goes on past this block: its end item, or nonzeros too (a split row).
+          const offset_t r = first_row + row;
+          if (!carried) {
+            atomicAdd(y + r, total);
+          } else {
+            const long long last = ((long long)A.tile_end(r) + r - 1) / block_items;
+            if (last == (long long)blockIdx.x) {
+              y[r] = total;  // every nonzero of it is here
+            } else {
+              carry.tail[blockIdx.x] = total;
+              carry.hand_in(blockIdx.x, last, r, y);
+            }
+          }
         }
       }
       if (threadIdx.x == 0 && tile[teaal_slot(0)].bound < first_atom) {
         // the tile's first row began in an earlier block: add this block's part, if any
         const int row_nnz = tile_rows > 0 ? (int)(tile[teaal_slot(1)].bound - first_atom)
                                           : tile_nnz;
-        if (row_nnz > 0) atomicAdd(y + first_row, suffix);
+        if (row_nnz > 0 && !carried) {
+          atomicAdd(y + first_row, suffix);
+        } else if (row_nnz > 0) {
+          const offset_t r = first_row;
+          const long long first = ((long long)tile[teaal_slot(0)].bound + r) / block_items;
+          const long long last = ((long long)(tile_rows > 0 ? tile[teaal_slot(1)].bound
+                                                            : A.tile_end(r)) + r - 1) / block_items;
+          carry.head[blockIdx.x] = suffix;
+          carry.hand_in(first, last, r, y);
+        }
       }
     }
     return;
@@ -441,7 +418,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
   // ---- Long chunks: walked straight from the layout ----------------------------------
   // Rows first .. last hold every item of this block (both < tiles); their bounds are staged
   // in the tile's memory when they fit, else read from the layout.
-  const offset_t first = search.lo[0], last = search.lo[1];
+  const offset_t first = block_first_row, last = block_last_row;
   offset_t* rows_staged = reinterpret_cast<offset_t*>(tile);
   const bool in_shared = last - first + 1 <= TEAAL_DIRECT_ROWS;  // the same in every thread
   if (in_shared) {
@@ -494,3 +471,31 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
   }
 
 }
+
+extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_merge_partition(
+    index_t rows,  // number of rows (tiles)
+    index_t cols,  // number of columns (length of x)
+    offset_t width,  // slots per row (the longest row)
+    offset_t nnz,  // atoms: rows x width slots, padding included
+    const index_t* __restrict__ columns,  // column of slot s of row r at s * rows + r; -1 marks padding
+    const value_t* __restrict__ values,  // value of slot s of row r at s * rows + r; 0 in padding
+    offset_t items_per_thread,  // merge items per chunk (IPT)
+    offset_t workers,  // chunks = ceil((rows + nnz) / IPT)
+    offset_t* __restrict__ block_rows,  // per block: rows ending before its first item, and before its end (staged tiles) or its last item (prepared once by the partition kernel)
+    const value_t* __restrict__ x,  // dense input vector, length cols
+    value_t* __restrict__ y,  // output vector, length rows
+    int* __restrict__ owner,  // trace builds: owning thread of every atom (else unused)
+    unsigned char* __restrict__ teaal_scratch  // the launch stream's scratch for rows split across blocks (zero between launches)
+) {
+  const Layout A{rows, cols, width, nnz, columns, values};
+  const long long i = (long long)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
+  const long long items = (long long)A.num_tiles() + A.num_atoms();
+  const long long block_items = (long long)TEAAL_BLOCK_THREADS * items_per_thread;
+  const long long blocks = (items + block_items - 1) / block_items;
+  if (i >= 2 * blocks) return;
+  const long long b = i / 2;
+  const long long end = items - b * block_items < block_items ? items : (b + 1) * block_items;
+  const long long d = i % 2 == 0 ? b * block_items : (items_per_thread <= TEAAL_STAGED_IPT ? end : end - 1);
+  block_rows[i] = teaal_rows_before(A, (offset_t)d);
+}
+

@@ -181,10 +181,15 @@ class KernelConfig:
         """The schedule's own scalar arguments (sizes, extents, worker count)."""
         return self.definition.kernel_params(self.schedule)
 
+    def trailing_params(self) -> tuple[KernelParam, ...]:
+        """The schedule's arguments after the operands (a launch stream's scratch)."""
+        return self.definition.trailing_params(self.schedule)
+
     def kernel_params(self) -> tuple[KernelParam, ...]:
-        """Every kernel argument in signature order: layout, schedule, then the form's
-        operands (SpMV: x, y, owner; :data:`FORM_PARAMS`)."""
-        return get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
+        """Every kernel argument in signature order: layout, schedule, the form's operands
+        (SpMV: x, y, owner; :data:`FORM_PARAMS`), then the schedule's trailing ones."""
+        return (get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
+                + self.trailing_params())
 
     @property
     def epilogue(self) -> ScalarEpilogue | None:

@@ -407,9 +407,12 @@ class VectorCall:
         *,
         zeroed: bool,
         owner: int,
+        scratch: Any = None,
     ) -> None:
         """``launch``: None where there is nothing to launch (an empty grid); ``owner``: the
-        address passed for the unused owner pointer."""
+        address passed for the unused owner pointer; ``scratch``: the prepared matrix's
+        :class:`~teaal_loops.runtime.scratch.StreamScratch`, whose buffer for the launch stream
+        follows the owner (None: the kernel has no such parameter)."""
         import numpy as np
 
         self._ndarray = cupy.ndarray
@@ -418,6 +421,7 @@ class VectorCall:
         self._dtype = np.dtype(dtype)
         self._x_shape = (int(cols),)
         self._owner = int(owner)
+        self._scratch = scratch
         self.outputs = OutputVectors(cupy, rows, dtype, zeroed=zeroed)
 
     def __call__(self, x: Any) -> Any:
@@ -434,7 +438,11 @@ class VectorCall:
         pointer = stream.ptr
         y = self.outputs.new(stream, pointer)
         if self._launch is not None:
-            self._launch.launch_on(pointer, (x.data.ptr, y.data.ptr, self._owner))
+            if self._scratch is None:
+                self._launch.launch_on(pointer, (x.data.ptr, y.data.ptr, self._owner))
+            else:
+                self._launch.launch_on(pointer, (x.data.ptr, y.data.ptr, self._owner,
+                                                 self._scratch.pointer(pointer)))
         return y
 
 

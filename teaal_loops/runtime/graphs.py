@@ -16,8 +16,9 @@ The graph holds raw device addresses: the matrix's arrays, ``x`` and ``y``. The 
 :class:`CapturedLaunch` keeps all three alive for as long as it lives; replacing ``x`` or ``y``
 by new arrays means capturing again. Nothing in the captured path allocates, synchronises or
 reads back: the matrix is prepared, its module loaded and its launcher built before the capture
-begins (``Kernel.warm_up``), and every operation inside goes to the capturing stream (the
-current stream inside ``with stream:``).
+begins (``Kernel.warm_up``; the capture stream's scratch too, for kernels that keep one,
+``runtime.scratch``), and every operation inside goes to the capturing stream (the current
+stream inside ``with stream:``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def capture_launch(kernel: Any, prepared: Any, x: Any, y: Any, *, stream: Any = 
             "a CUDA graph cannot be captured on the legacy default stream: pass "
             "cupy.cuda.Stream(non_blocking=True) or leave stream= out"
         )
+    if prepared.scratch is not None:  # made now: nothing may allocate inside the capture
+        prepared.scratch.ready_on(stream)
     with stream:
         stream.begin_capture()
         try:

@@ -44,6 +44,7 @@ from teaal_loops.runtime.operands import (
     transposed,
 )
 from teaal_loops.runtime.operator import linear_operator
+from teaal_loops.runtime.scratch import StreamScratch
 from teaal_loops.schedules import bind, schedule_definition
 from teaal_loops.types import DeviceInfo, MatrixShape
 
@@ -63,8 +64,11 @@ class PreparedMatrix:
     block: tuple[int, int, int]
     leading_args: tuple[Any, ...]  # layout + schedule arguments, in signature order
     no_owner: Any  # a one-element int32 array standing in for the unused owner pointer
-    # True when the kernel adds into y (ATOMIC): y must be zero before every launch
+    # True when the kernel adds into y (atomics): y must be zero before every launch
     accumulates: bool = False
+    # the launch streams' scratch (runtime.scratch), for kernels that take one after the
+    # owner (merge-path SpMV; empty where it adds split rows atomically); None: no such param
+    scratch: StreamScratch | None = None
     # True when the values array is the user's own (no conversion, no copy): the kernel then
     # sees the user's in-place edits of the values (see runtime.matrix_cache)
     aliases_input: bool = False
@@ -220,16 +224,23 @@ class Kernel:
                 f"bind chose {launch.threads_per_block} threads a block, the kernel was "
                 f"compiled for {cfg.threads_per_block}"
             )
+        definition = schedule_definition(bound.kind)
+        source = render(cfg)
+        no_owner = cupy.zeros(1, dtype=np.int32)
+        computed = prepared_arrays(cfg, bound, matrix, source, no_owner)
+        value_bytes = self.dtype.itemsize
+        scratch_bytes = definition.scratch_bytes(bound, value_bytes)
         return PreparedMatrix(
             matrix=matrix,
             bound=bound,
             config=cfg,
-            source=render(cfg),
+            source=source,
             grid=(max(launch.blocks, 0), 1, 1),
             block=(launch.threads_per_block, 1, 1),
-            leading_args=leading_arguments(cfg, bound, matrix),
-            no_owner=cupy.zeros(1, dtype=np.int32),
-            accumulates=bound.schedule.combine is Combine.ATOMIC,
+            leading_args=leading_arguments(cfg, bound, matrix, computed),
+            no_owner=no_owner,
+            accumulates=definition.zeroes_output(bound, value_bytes),
+            scratch=StreamScratch(cupy, scratch_bytes) if cfg.trailing_params() else None,
             aliases_input=_aliases(matrix, A),
         )
 
@@ -262,21 +273,28 @@ class Kernel:
             return
         trace = owner is not None
         out = owner if trace else prepared.no_owner
+        scratch = prepared.scratch
         raw = prepared._raw.get(trace)
         if raw is None:
             raw = self._raw_launcher(prepared, trace)
         if raw:
             try:
-                raw(x.data.ptr, y.data.ptr, out.data.ptr)
+                if scratch is None:
+                    raw(x.data.ptr, y.data.ptr, out.data.ptr)
+                else:
+                    raw(x.data.ptr, y.data.ptr, out.data.ptr, scratch.current_pointer())
                 return
             except Exception:  # not CuPy arrays, or no current context: the generic path
                 pass  # (which converts, ensures the context, or raises a clear error)
         fn = self.function(prepared, trace=trace)
-        fn(prepared.grid, prepared.block, prepared.leading_args + (x, y, out))
+        tail = () if scratch is None else (scratch.argument(),)
+        fn(prepared.grid, prepared.block, prepared.leading_args + (x, y, out) + tail)
 
     def _raw_launcher(self, prepared: PreparedMatrix, trace: bool) -> Any:
         fn = self.function(prepared, trace=trace)
-        raw = backend.raw_launch(fn, prepared.grid[0], prepared.block[0], prepared.leading_args, 3)
+        trailing = 3 + (prepared.scratch is not None)  # x, y, owner (, scratch)
+        raw = backend.raw_launch(fn, prepared.grid[0], prepared.block[0], prepared.leading_args,
+                                 trailing)
         prepared._raw[trace] = raw or False
         return raw or False
 
@@ -286,6 +304,8 @@ class Kernel:
         prepared = self.prepared_for(A)
         if prepared._raw.get(False) is None:
             self._raw_launcher(prepared, False)
+        if prepared.scratch is not None:
+            prepared.scratch.ready()
         return prepared
 
     def launch_into(self, A: Any, x: Any, y: Any, *addend: Any, **scalars: Any) -> None:
@@ -390,7 +410,7 @@ class Kernel:
             call = backend.VectorCall(
                 self._cp(), raw if prepared.grid[0] else None, prepared.shape.rows,
                 prepared.shape.cols, self.dtype, zeroed=prepared.accumulates,
-                owner=prepared.no_owner.data.ptr,
+                owner=prepared.no_owner.data.ptr, scratch=prepared.scratch,
             )
         prepared._call = call
         return call
@@ -512,13 +532,16 @@ class Kernel:
 
 
 def leading_arguments(
-    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix
+    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix,
+    computed: Mapping[str, Any] | None = None,
 ) -> tuple[Any, ...]:
     """The layout's and the schedule's kernel arguments in signature order (x, y and owner
-    follow them), scalars cast to the types the signature declares."""
+    follow them), scalars cast to the types the signature declares; ``computed``: the
+    schedule's prepared arrays (:func:`prepared_arrays`)."""
     values: dict[str, Any] = dict(matrix.arrays)
     values.update(matrix.kernel_scalars())
     values.update(schedule_arguments(bound))
+    values.update(computed or {})
     offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
     leading = []
     for p in get_layout(cfg.layout).params + cfg.schedule_params():
@@ -529,6 +552,32 @@ def leading_arguments(
             scalar = _SCALAR_DTYPES[p.scalar_type] or offset_dtype
             leading.append(scalar(value))
     return tuple(leading)
+
+
+def prepared_arrays(
+    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix, source: str, dummy: Any
+) -> dict[str, Any]:
+    """The schedule's arrays computed once per matrix (merge-path's block partition), each by
+    its kernel in ``source``: that kernel takes the product kernel's parameters, so the
+    layout's and the schedule's are passed as a launch passes them and the operands after
+    them as ``dummy`` (pointers) or zero (scalars), which it does not read."""
+    wanted = schedule_definition(bound.kind).prepared_arrays(bound)
+    if not wanted:
+        return {}
+    cupy = backend.cupy_module()
+    offset_dtype = np.int64 if bound.index_bits == 64 else np.int32
+    computed = {a.name: cupy.empty(max(a.length, 1), dtype=offset_dtype) for a in wanted}
+    leading = leading_arguments(cfg, bound, matrix, computed)
+    rest = []
+    for p in cfg.kernel_params()[len(leading):]:
+        scalar = _SCALAR_DTYPES.get(p.scalar_type, np.int64) or offset_dtype
+        rest.append(dummy if p.is_pointer else scalar(0))
+    threads = cfg.threads_per_block
+    for a in wanted:
+        if a.length:
+            fn = backend.get_function(source, a.kernel)
+            fn(((a.length + threads - 1) // threads, 1, 1), (threads, 1, 1), leading + tuple(rest))
+    return computed
 
 
 def _aliases(matrix: DeviceMatrix, A: Any) -> bool:

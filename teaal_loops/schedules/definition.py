@@ -43,6 +43,18 @@ class Lowered:
 
 
 @dataclass(frozen=True)
+class PreparedArray:
+    """A device array a schedule computes once per prepared matrix (merge-path's block
+    partition), by a kernel of its own source: ``kernel`` takes the product kernel's parameters,
+    reads the layout and the schedule's scalars and writes the parameter ``name`` (``length``
+    offsets, ``offset_t``), one thread an element."""
+
+    name: str
+    length: int
+    kernel: str
+
+
+@dataclass(frozen=True)
 class SplitCost:
     """Tiles owned by more than one thread, and the atomic updates combining them cost."""
 
@@ -113,6 +125,28 @@ class ScheduleDefinition:
 
     def check_arguments(self, bound: BoundSchedule, args: Mapping[str, int], limit: int) -> None:
         """Refuse arguments whose arithmetic in the kernel would overflow ``limit``."""
+
+    def prepared_arrays(self, bound: BoundSchedule) -> tuple[PreparedArray, ...]:
+        """Arrays among :meth:`kernel_params` computed once per prepared matrix on the device."""
+        return ()
+
+    def prepare_kernels(self, schedule: Schedule) -> tuple[str, ...]:
+        """The kernels of the source that fill :meth:`prepared_arrays`, in launch order."""
+        return ()
+
+    def trailing_params(self, schedule: Schedule) -> tuple[KernelParam, ...]:
+        """Arguments after the form's operands: the launch stream's scratch, where the kernel
+        keeps state between its blocks (see :meth:`scratch_bytes`)."""
+        return ()
+
+    def scratch_bytes(self, bound: BoundSchedule, value_bytes: int) -> int:
+        """Bytes of zeroed scratch a launch needs, one buffer per stream (0: none). The kernel
+        leaves it zero when it ends, so launches on one stream share it."""
+        return 0
+
+    def zeroes_output(self, bound: BoundSchedule, value_bytes: int) -> bool:
+        """True when the output must be zero before a launch (the kernel adds into it)."""
+        return bound.schedule.combine is Combine.ATOMIC
 
     def template_context(self, schedule: Schedule) -> dict[str, Any]:
         """Extra Jinja2 variables of the schedule's template."""

@@ -1,27 +1,91 @@
 """Merge-path: equal shares of *merge items* (tile ends plus atoms) per thread, as in
 merge-based SpMV. Atom ``a`` of tile ``t`` is merge item ``a + t``; thread ``c`` owns items
 ``c*I .. c*I + I - 1``, so a long tile is cut into equal pieces and many short tiles share one
-thread. Split tiles are combined inside the block (at most two atomics a block).
+thread. Split tiles are combined inside the block by a segmented sum.
+
+Every block's first and last rows are found once per prepared matrix, by the partition kernel
+of the same source (:data:`PARTITION_KERNEL`, into ``block_rows``), as cuSPARSE's
+``cusparseSpMV_preprocess`` does: a launch reads two numbers where it searched before (on an
+H100, rmat-s23 1,613 -> 1,447 us and longrows 579 -> 532 us at 8 and 32 items a thread). In
+SpMV with staged tiles in at most :data:`CARRY_MAX_BLOCKS` blocks a row that crosses a block
+boundary is *carried*: its pieces go to the launch stream's scratch and the last block
+holding one adds them in block order (no atomics, so ``y`` needs no zeroing, which cost a
+second launch of 5 to 6 us on small matrices, and every launch gives the same bits). Larger
+launches, SpMM and the direct walk of long chunks add split rows atomically into a zeroed
+output.
 
 Recognised from ``(M, K): [flatten()]``, ``MK: [x_merge_path(A.I)]`` (our extension to
 TeAAL), ``space: [MK1]``, ``time: [MK0]``. ``I`` defaults to 8 items a thread, and to 16 past
-2M merge items: the staged kernel searches once per block, and larger shares halve those
-searches (H200, longrows, 134M nonzeros: 953 us at 8, 551 us at 32); 16 is the most a float64
-tile stages.
+2M merge items, where larger shares measured faster (H200, longrows, 134M nonzeros: 953 us at
+8, 551 us at 32, when every block still searched its rows); 16 is the most a float64 tile
+stages.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from teaal_loops.ir.model import BoundSchedule
-from teaal_loops.schedules.definition import IntArray, SplitCost, atom_tiles
+from teaal_loops.ir.model import BoundSchedule, Schedule
+from teaal_loops.schedules.definition import IntArray, PreparedArray, SplitCost, atom_tiles
 from teaal_loops.schedules.flat import DEFAULT_ITEMS_PER_THREAD, FlatSchedule
 from teaal_loops.schedules.registry import register_schedule
-from teaal_loops.types import MatrixShape
+from teaal_loops.types import KernelParam, MatrixShape, ceil_div
 
 DEFAULT_MERGE_ITEMS_LARGE = 16  # past MERGE_LARGE_ITEMS merge items (rows + nnz)
 MERGE_LARGE_ITEMS = 2_000_000
+PARTITION_KERNEL = "teaal_merge_partition"  # fills block_rows once per prepared matrix
+BLOCK_ROWS = KernelParam(
+    "block_rows", "offset_t* __restrict__",
+    "per block: rows ending before its first item, and before its end (staged tiles) or "
+    "its last item (prepared once by the partition kernel)",
+)
+SCRATCH = KernelParam(
+    "teaal_scratch", "unsigned char* __restrict__",
+    "the launch stream's scratch for rows split across blocks (zero between launches)",
+)
+# SpMV carries split rows across blocks up to this many blocks (two waves of 128-thread blocks
+# on an H100): each carry makes a block wait on two round trips to L2, which across 40,000
+# blocks cost more than zeroing y (H100, float32, rmat-s23: 1,577 us carried, 1,470 us with
+# atomics; banded 1,318 against 1,232), while below it the zeroing's second launch dominates.
+CARRY_MAX_BLOCKS = 4096
+STAGED_TILE_MAX_BYTES = 40960  # templates/schedules/merge_path.cu.j2: TEAAL_TILE_BYTES' cap
+STAGED_MAX_ITEMS = 32
+
+
+def staged_items(value_bytes: int, offset_bytes: int, block_threads: int) -> int:
+    """``TEAAL_STAGED_IPT`` of the template: the most items a thread whose block stages its
+    tile in shared memory (128 bytes of slots a thread, 40 KB a block at most; a slot is the
+    larger of a value and an offset; between 1 and 32)."""
+    tile_bytes = min(128 * block_threads, STAGED_TILE_MAX_BYTES)
+    per_thread = tile_bytes // (max(value_bytes, offset_bytes) * block_threads)
+    return max(1, min(STAGED_MAX_ITEMS, per_thread))
+
+
+def is_staged(bound: BoundSchedule, value_bytes: int) -> bool:
+    """Whether the kernel stages this binding's tiles (else it walks the layout directly)."""
+    offset_bytes = 8 if bound.index_bits == 64 else 4
+    return bound.work_per_thread <= staged_items(
+        value_bytes, offset_bytes, bound.launch.threads_per_block
+    )
+
+
+def merge_partition(tile_ptr: Any, block_items: int, staged: bool, xp: Any = np) -> Any:
+    """What the partition kernel computes, from the tile offsets (``xp``: NumPy or CuPy): for
+    every block b, the rows ending before item ``b * block_items`` and before the block's end
+    (staged) or its last item, interleaved (2 * blocks values)."""
+    ptr = xp.asarray(tile_ptr).astype(xp.int64)
+    rows = int(ptr.shape[0]) - 1
+    items = rows + int(ptr[-1])
+    blocks = ceil_div(items, block_items)
+    ends = ptr[1:] + xp.arange(rows, dtype=xp.int64)  # the end item of every row
+    first = xp.arange(blocks, dtype=xp.int64) * block_items
+    end = xp.minimum(first + block_items, items)
+    out = xp.empty(2 * blocks, dtype=xp.int64)
+    out[0::2] = xp.searchsorted(ends, first, side="left")
+    out[1::2] = xp.searchsorted(ends, end if staged else end - 1, side="left")
+    return out
 
 
 class MergePath(FlatSchedule):
@@ -38,6 +102,12 @@ class MergePath(FlatSchedule):
     argument = "items_per_thread"
     argument_doc = "merge items per chunk (IPT)"
     workers_doc = "chunks = ceil((rows + nnz) / IPT)"
+    combine_text = (
+        "rows inside a block are stored (pieces split across its chunks summed in the block); "
+        "SpMV with staged tiles: rows split across blocks carried to the last of their blocks, "
+        "which stores them (no zeroing); otherwise the output is zeroed first and each block's "
+        "(or long chunk's) piece of a split row is one atomicAdd"
+    )
 
     def work_items(self, shape: MatrixShape) -> int:
         return shape.rows + shape.nnz
@@ -49,6 +119,44 @@ class MergePath(FlatSchedule):
         if self.work_items(shape) > MERGE_LARGE_ITEMS:
             return DEFAULT_MERGE_ITEMS_LARGE
         return DEFAULT_ITEMS_PER_THREAD
+
+    # The SpMV and SpMM kernels read a prepared partition; SDDMM's (one output per atom, no
+    # rows to combine) has its own template and searches nothing across blocks.
+    def _partitioned(self, schedule: Schedule) -> bool:
+        return schedule.form.kind != "sddmm"
+
+    def kernel_params(self, schedule: Schedule) -> tuple[KernelParam, ...]:
+        own = (BLOCK_ROWS,) if self._partitioned(schedule) else ()
+        return super().kernel_params(schedule) + own
+
+    def template_context(self, schedule: Schedule) -> dict[str, Any]:
+        return {"partition_name": PARTITION_KERNEL}
+
+    def prepare_kernels(self, schedule: Schedule) -> tuple[str, ...]:
+        return (PARTITION_KERNEL,) if self._partitioned(schedule) else ()
+
+    def prepared_arrays(self, bound: BoundSchedule) -> tuple[PreparedArray, ...]:
+        if not self._partitioned(bound.schedule):
+            return ()
+        return (PreparedArray(BLOCK_ROWS.name, 2 * bound.launch.blocks, PARTITION_KERNEL),)
+
+    def trailing_params(self, schedule: Schedule) -> tuple[KernelParam, ...]:
+        return (SCRATCH,) if schedule.form.kind == "spmv" else ()
+
+    def _carries(self, bound: BoundSchedule, value_bytes: int) -> bool:
+        """SpMV with staged tiles in at most CARRY_MAX_BLOCKS blocks carries split rows
+        between blocks (module docstring); its launches pass a scratch."""
+        return (bound.schedule.form.kind == "spmv" and is_staged(bound, value_bytes)
+                and bound.launch.blocks <= CARRY_MAX_BLOCKS)
+
+    def scratch_bytes(self, bound: BoundSchedule, value_bytes: int) -> int:
+        if not self._carries(bound, value_bytes):
+            return 0
+        blocks = bound.launch.blocks  # TeaalCarry: counts, padded to 16 bytes, then 2 values
+        return ceil_div(4 * blocks, 16) * 16 + 2 * blocks * value_bytes
+
+    def zeroes_output(self, bound: BoundSchedule, value_bytes: int) -> bool:
+        return not self._carries(bound, value_bytes)
 
     def owners(self, bound: BoundSchedule, tile_ptr: IntArray) -> IntArray:
         tile = atom_tiles(tile_ptr)

@@ -16,6 +16,7 @@
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx;
+inline dim3 gridDim;
 
 #define __global__
 #define __device__
@@ -25,6 +26,9 @@ inline dim3 blockIdx;
 
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+// Blocks run one after another, each thread's writes are seen by the next: no fence needed.
+inline void __threadfence() {}
 
 inline std::mutex& emu_atomic_mutex() { static std::mutex m; return m; }
 template <class T> inline T atomicAdd(T* p, T v) {

@@ -57,12 +57,15 @@ def _driver(cfg: KernelConfig) -> str:
     # lanes that shuffle or wait at barriers must run concurrently
     threaded = any(s in source for s in ("__shfl", "__syncthreads", "__barrier_sync"))
     decls, reads, call = [], [], []
+    # an empty scratch is passed as a null pointer, as the runtime passes it
+    nullable = {p.name for p in cfg.trailing_params()}
     for p in cfg.kernel_params():
         t = p.scalar_type
         if p.is_pointer:
-            decls.append(f"  std::vector<{t}> {p.name}_buf;")
-            reads.append(f"  read_array(f, {p.name}_buf);")
-            call.append(f"{p.name}_buf.data()")
+            decls.append(f"  std::vector<{t}> {p.name}_buf; long long {p.name}_n = 0;")
+            reads.append(f"  {p.name}_n = read_array(f, {p.name}_buf);")
+            call.append(f"({p.name}_n ? {p.name}_buf.data() : nullptr)" if p.name in nullable
+                        else f"{p.name}_buf.data()")
         else:
             decls.append(f"  {t} {p.name};")
             reads.append(f"  {{ long long v; read_raw(f, &v, sizeof v); {p.name} = ({t})v; }}")
@@ -79,21 +82,24 @@ def _driver(cfg: KernelConfig) -> str:
         else "    for (unsigned t = 0; t < emu_block_threads; ++t) "
         "{ threadIdx.x = t; KERNEL(ARGS); }"
     ).replace("KERNEL", cfg.kernel_name).replace("ARGS", args)
+    prepare = prepare_code(cfg, args)
     return f"""
 unsigned emu_block_threads = 0;
 static void read_raw(FILE* f, void* p, size_t n) {{
   if (n && std::fread(p, 1, n, f) != n) {{ std::fprintf(stderr, "short read\\n"); std::exit(3); }}
 }}
-template <class T> static void read_array(FILE* f, std::vector<T>& v) {{
+template <class T> static long long read_array(FILE* f, std::vector<T>& v) {{
   long long n; read_raw(f, &n, sizeof n); v.resize(n ? n : 1); read_raw(f, v.data(), n * sizeof(T));
+  return n;
 }}
 int main(int argc, char** argv) {{
   FILE* f = std::fopen(argv[1], "rb");
   long long blocks, tpb; read_raw(f, &blocks, sizeof blocks); read_raw(f, &tpb, sizeof tpb);
 {chr(10).join(decls)}
 {chr(10).join(reads)}
-  std::fclose(f);
   emu_block_threads = (unsigned)tpb;
+{prepare}  std::fclose(f);
+  gridDim.x = (unsigned)blocks;
   for (long long b = 0; b < blocks; ++b) {{
     blockIdx.x = (unsigned)b;
 {run_block}
@@ -143,8 +149,7 @@ def run(
     value = np.dtype(cfg.dtype)
     offset = np.int64 if cfg.index_bits == 64 else np.int32
     rows, cols = A.shape
-    accumulate = bound.schedule.combine.value == "atomic"
-    y0 = np.zeros(rows, value) if accumulate else np.full(rows, np.nan, value)
+    y0 = np.zeros(rows, value) if zeroes_output(cfg, bound) else np.full(rows, np.nan, value)
     arrays = {
         "indptr": A.indptr.astype(offset),
         "indices": A.indices.astype(np.int32),
@@ -156,6 +161,48 @@ def run(
     scalars: dict[str, int] = {"rows": rows, "cols": cols, "nnz": A.nnz}
     scalars.update(schedule_arguments(bound))
     return execute(exe, cfg, bound, arrays, scalars, rows=rows, atoms=A.nnz, timeout=timeout)
+
+
+def prepare_code(cfg: KernelConfig, args: str) -> str:
+    """C++ that runs the schedule's prepare kernels (merge-path's partition) over ``args``, as
+    Kernel.prepare does before any launch: each reads its block count from the input file
+    ``f`` (written last, by :func:`prepare_blocks`), with ``emu_block_threads`` threads."""
+    return "".join(
+        f"""  {{ long long pre_blocks; read_raw(f, &pre_blocks, sizeof pre_blocks);
+    gridDim.x = (unsigned)pre_blocks;
+    for (long long b = 0; b < pre_blocks; ++b) {{
+      blockIdx.x = (unsigned)b;
+      for (unsigned t = 0; t < emu_block_threads; ++t) {{ threadIdx.x = t; {name}({args}); }}
+    }} }}
+"""
+        for name in cfg.definition.prepare_kernels(cfg.schedule)
+    )
+
+
+def prepare_blocks(cfg: KernelConfig, bound: BoundSchedule) -> bytes:
+    """The block counts :func:`prepare_code` reads, one a prepare kernel (one thread an element
+    of its array)."""
+    threads = bound.launch.threads_per_block
+    blocks = [(a.length + threads - 1) // threads for a in cfg.definition.prepared_arrays(bound)]
+    return np.array(blocks, np.int64).tobytes()
+
+
+def zeroes_output(cfg: KernelConfig, bound: BoundSchedule) -> bool:
+    """Whether the runtime zeroes the output before this kernel (else it starts as NaN here,
+    so that a kernel that adds into it shows)."""
+    return cfg.definition.zeroes_output(bound, np.dtype(cfg.dtype).itemsize)
+
+
+def prepared_arguments(cfg: KernelConfig, bound: BoundSchedule) -> dict[str, np.ndarray[Any, Any]]:
+    """The schedule's prepared arrays (filled by its prepare kernels in the emulator; -1 here)
+    and the launch scratch, zeroed, as the runtime makes them."""
+    offset = np.int64 if cfg.index_bits == 64 else np.int32
+    out = {a.name: np.full(max(a.length, 1), -1, offset)
+           for a in cfg.definition.prepared_arrays(bound)}
+    for p in cfg.trailing_params():  # empty: the driver passes a null pointer
+        nbytes = cfg.definition.scratch_bytes(bound, np.dtype(cfg.dtype).itemsize)
+        out[p.name] = np.zeros(nbytes, np.uint8)
+    return out
 
 
 def execute(
@@ -173,6 +220,7 @@ def execute(
     """Run an emulator binary: write the launch geometry and every kernel argument in signature
     order (arrays as size + bytes, scalars as int64), read back y and the owners."""
     value = np.dtype(cfg.dtype)
+    arrays = {**prepared_arguments(cfg, bound), **arrays}
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
         with inp.open("wb") as f:
@@ -184,6 +232,7 @@ def execute(
                     f.write(np.ascontiguousarray(arr).tobytes())
                 else:
                     f.write(np.array([scalars[p.name]], np.int64).tobytes())
+            f.write(prepare_blocks(cfg, bound))
         subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout, env=env)
         raw = out.read_bytes()
     y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()

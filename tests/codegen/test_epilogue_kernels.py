@@ -167,7 +167,6 @@ needs_cxx = pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/cla
 # What the shim lacks and the epilogue uses: the grid size and the correctly rounded ops
 # (plain IEEE operations on the host, where -ffp-contract=off forbids fusing them).
 _PRELUDE = """
-inline dim3 gridDim;
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
@@ -188,11 +187,13 @@ def _driver(cfg: KernelConfig) -> str:
     source = render(cfg)
     threaded = any(s in source for s in ("__shfl", "__syncthreads", "__barrier_sync"))
     decls, reads, product_args, epilogue_args = [], [], [], []
+    nullable = {p.name for p in cfg.trailing_params()}  # an empty scratch: a null pointer
     for p in cfg.kernel_params():
         if p.is_pointer:
             decls.append(f"  std::vector<{p.scalar_type}> {p.name}_buf;")
             reads.append(f"  read_array(f, {p.name}_buf);")
-            product_args.append(f"{p.name}_buf.data()")
+            product_args.append(f"({p.name}_buf.size() > 1 ? {p.name}_buf.data() : nullptr)"
+                                if p.name in nullable else f"{p.name}_buf.data()")
         else:
             decls.append(f"  {p.scalar_type} {p.name};")
             reads.append(f"  {{ long long v; read_raw(f, &v, sizeof v); {p.name} = v; }}")
@@ -237,8 +238,8 @@ int main(int argc, char** argv) {{
   read_raw(f, &eblocks, sizeof eblocks); read_raw(f, &etpb, sizeof etpb);
 {chr(10).join(decls)}
 {chr(10).join(reads)}
-  std::fclose(f);
   emu_block_threads = (unsigned)tpb;
+{emu.prepare_code(cfg, ", ".join(product_args))}  std::fclose(f);
   gridDim.x = (unsigned)blocks;
   for (long long b = 0; b < blocks; ++b) {{ blockIdx.x = (unsigned)b; {run_block} }}
   FILE* o = std::fopen(argv[2], "wb");
@@ -314,10 +315,11 @@ def run_on_cpu(schedule: Schedule, A: sp.csr_matrix, dtype: str, *, D: int = 3,
         c = rng.uniform(-1, 1, zshape).astype(value)
         if spmm and epi.addend_storage[0] != epi.addend_ranks[0]:
             c = np.asfortranarray(c)
-    accumulate = schedule.combine.value == "atomic"
+    accumulate = emu.zeroes_output(cfg, bound)
     z = np.full(zshape, 0.0 if accumulate else np.nan, dtype=value, order=z_order)  # type: ignore[call-overload]
     nnz = view.shape.nnz
-    arrays = {**host.arrays, "owner": np.full(nnz * (D if spmm else 1), -1, np.int32)}
+    arrays = {**emu.prepared_arguments(cfg, bound), **host.arrays,
+              "owner": np.full(nnz * (D if spmm else 1), -1, np.int32)}
     scalars: dict[str, Any] = {"rows": rows, "cols": cols, "nnz": nnz, **host.scalars}
     scalars.update(schedule_arguments(bound))
     if spmm:
@@ -351,6 +353,7 @@ def run_on_cpu(schedule: Schedule, A: sp.csr_matrix, dtype: str, *, D: int = 3,
                     f.write(np.array([v], np.float64).tobytes())
                 else:
                     f.write(np.array([v], np.int64).tobytes())
+            f.write(emu.prepare_blocks(cfg, bound))
         out = Path(tmp) / "out.bin"
         subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=120)
         raw = out.read_bytes()

@@ -58,10 +58,10 @@ def run(
     value = np.dtype(cfg.dtype)
     rows = args.shape.rows
     atoms = bound.matrix.nnz
-    accumulate = bound.schedule.combine.value == "atomic"
     arrays = dict(args.arrays)
     arrays["x"] = x.astype(value)
-    arrays["y"] = np.zeros(rows, value) if accumulate else np.full(rows, np.nan, value)
+    arrays["y"] = np.zeros(rows, value) if emu.zeroes_output(cfg, bound) else np.full(
+        rows, np.nan, value)
     arrays["owner"] = np.full(atoms, -1, np.int32)
     scalars = {"rows": args.shape.rows, "cols": args.shape.cols, "nnz": args.shape.nnz}
     scalars.update(args.scalars)

@@ -37,7 +37,8 @@ def _setup(name: str) -> tuple[Any, Any, Any, Any, Any]:
     raw = prepared._raw[False]
     assert raw, "no raw launcher on a GPU"
     call = backend.VectorCall(cupy, raw, 3000, 2500, np.float32,
-                              zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr)
+                              zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
+                              scratch=prepared.scratch)
     return cupy, A, x, call, A @ x
 
 
