@@ -400,9 +400,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
         // the tile's first row began in an earlier block: add this block's part, if any
         const int row_nnz = tile_rows > 0 ? (int)(tile[teaal_slot(1)].bound - first_atom)
                                           : tile_nnz;
-        if (row_nnz > 0 && !carried) {
-          atomicAdd(y + first_row, suffix);
-        } else if (row_nnz > 0) {
+        if (row_nnz > 0 && !carried) atomicAdd(y + first_row, suffix);
+        if (row_nnz > 0 && carried) {  // its blocks: where it starts .. its last nonzero's
           const offset_t r = first_row;
           const long long first = ((long long)tile[teaal_slot(0)].bound + r) / block_items;
           const long long last = ((long long)(tile_rows > 0 ? tile[teaal_slot(1)].bound

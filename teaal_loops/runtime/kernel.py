@@ -305,7 +305,7 @@ class Kernel:
         if prepared._raw.get(False) is None:
             self._raw_launcher(prepared, False)
         if prepared.scratch is not None:
-            prepared.scratch.ready()
+            prepared.scratch.ready_on(self._cp().cuda.get_current_stream())
         return prepared
 
     def launch_into(self, A: Any, x: Any, y: Any, *addend: Any, **scalars: Any) -> None:

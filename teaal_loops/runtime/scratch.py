@@ -54,12 +54,8 @@ class StreamScratch:
         buffer = self.array(int(self._cupy.cuda.get_current_stream().ptr))
         return np.uintp(0) if buffer is None else buffer
 
-    def ready(self) -> None:
-        """Make the current stream's buffer now (so that the next launch only launches)."""
-        self.array(int(self._cupy.cuda.get_current_stream().ptr))
-
     def ready_on(self, stream: Any) -> None:
-        """Make ``stream``'s buffer now (before a graph capture on it)."""
+        """Make ``stream``'s buffer now (before a graph capture on it, or a warm-up)."""
         with stream:
             self.array(int(stream.ptr))
 

@@ -46,9 +46,10 @@ SCRATCH = KernelParam(
     "the launch stream's scratch for rows split across blocks (zero between launches)",
 )
 # SpMV carries split rows across blocks up to this many blocks (two waves of 128-thread blocks
-# on an H100): each carry makes a block wait on two round trips to L2, which across 40,000
-# blocks cost more than zeroing y (H100, float32, rmat-s23: 1,577 us carried, 1,470 us with
-# atomics; banded 1,318 against 1,232), while below it the zeroing's second launch dominates.
+# on an H100): each carry makes a block wait on a fence and an atomic that returns, which
+# across 40,000 blocks cost more than zeroing y (H100, float32, best merge-path, two suite runs
+# in BENCHMARKS.md: rmat-s23 1,568 us carried, 1,441 us with atomics; banded 1,318 against
+# 1,213), while below it the zeroing's second launch dominates.
 CARRY_MAX_BLOCKS = 4096
 STAGED_TILE_MAX_BYTES = 40960  # templates/schedules/merge_path.cu.j2: TEAAL_TILE_BYTES' cap
 STAGED_MAX_ITEMS = 32
@@ -69,23 +70,6 @@ def is_staged(bound: BoundSchedule, value_bytes: int) -> bool:
     return bound.work_per_thread <= staged_items(
         value_bytes, offset_bytes, bound.launch.threads_per_block
     )
-
-
-def merge_partition(tile_ptr: Any, block_items: int, staged: bool, xp: Any = np) -> Any:
-    """What the partition kernel computes, from the tile offsets (``xp``: NumPy or CuPy): for
-    every block b, the rows ending before item ``b * block_items`` and before the block's end
-    (staged) or its last item, interleaved (2 * blocks values)."""
-    ptr = xp.asarray(tile_ptr).astype(xp.int64)
-    rows = int(ptr.shape[0]) - 1
-    items = rows + int(ptr[-1])
-    blocks = ceil_div(items, block_items)
-    ends = ptr[1:] + xp.arange(rows, dtype=xp.int64)  # the end item of every row
-    first = xp.arange(blocks, dtype=xp.int64) * block_items
-    end = xp.minimum(first + block_items, items)
-    out = xp.empty(2 * blocks, dtype=xp.int64)
-    out[0::2] = xp.searchsorted(ends, first, side="left")
-    out[1::2] = xp.searchsorted(ends, end if staged else end - 1, side="left")
-    return out
 
 
 class MergePath(FlatSchedule):

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import teaal_loops.pipeline as pipeline
-from teaal_loops.schedules.merge_path import merge_partition
+from tests.codegen.merge_partition import merge_partition
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.gpu
