@@ -26,6 +26,15 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+
+// How a layout reads its atoms' columns and values (templates/layouts/csr.cuh.j2). In SpMV and
+// SDDMM one thread reads each atom once per launch: streaming loads (evict-first) keep the
+// atoms from pushing x out of the caches. In SpMM the threads of a worker along N read each
+// atom, and a worker walks its atoms again for each block of its dense steps: loads through
+// L1, where those reads find them again.
+template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
+  return __ldg(p);
+}
 // One column n of a dense matrix stored with strides: element i is p[i * s].
 struct XVec {
   const value_t* __restrict__ p;
@@ -41,6 +50,25 @@ struct YVec {
 // Trace builds: (atom a, dense index n) is this thread's (owner has atoms x dense_n slots).
 #define TEAAL_OWN(a) (owner[(long long)(a) * dense_n + n] = (int)teaal_thread)
 
+// Register blocking over the dense rank's time part: a thread walks its atoms once for up to
+// TEAAL_DENSE_BLOCK of its dense steps, with one accumulator per step, loading each atom's
+// value and column once and one element of B per step. Every Z[m, n] is still summed over
+// the same atoms, in the same order, by the same thread. Override with -DTEAAL_DENSE_BLOCK=T:
+// the runtime builds launches of one dense step (DT = 1) with T = 1, whose registers the
+// unused blocked path would otherwise size.
+#ifndef TEAAL_DENSE_BLOCK
+#define TEAAL_DENSE_BLOCK 4
+#endif
+static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
+template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+
+// Atoms loaded ahead of the walk over rows (spmm_ahead_walk below); 1: the plain walk. The
+// runtime builds launches whose workers share a warp (DS < 32) and take one dense step with
+// -DTEAAL_ATOMS_AHEAD=8 (teaal_loops/runtime/backend.py).
+#ifndef TEAAL_ATOMS_AHEAD
+#define TEAAL_ATOMS_AHEAD 1
+#endif
+static_assert(TEAAL_ATOMS_AHEAD >= 1, "TEAAL_ATOMS_AHEAD must be at least 1");
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -60,11 +88,12 @@ struct Layout {
   __device__ __forceinline__ offset_t tile_size(offset_t t) const {
     return tile_end(t) - tile_begin(t);
   }
-  // Column indices and values are read exactly once per launch: streaming loads (evict-first)
+  // SpMV reads column indices and values exactly once per launch: streaming loads (evict-first)
   // keep them from pushing x out of the caches. Measured on an H200: uniform 134M nonzeros
-  // 1,365 -> 1,254 us, longrows 551 -> 521 us, banded unchanged.
-  __device__ __forceinline__ index_t atom_col(offset_t a) const { return __ldcs(indices + a); }
-  __device__ __forceinline__ value_t atom_val(offset_t a) const { return __ldcs(values + a); }
+  // 1,365 -> 1,254 us, longrows 551 -> 521 us, banded unchanged. SpMM reads them again
+  // through L1 (teaal_atom_load, in the prelude).
+  __device__ __forceinline__ index_t atom_col(offset_t a) const { return teaal_atom_load(indices + a); }
+  __device__ __forceinline__ value_t atom_val(offset_t a) const { return teaal_atom_load(values + a); }
   // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
   // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,
@@ -138,10 +167,11 @@ __device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset
 // of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0). The block first finds
 // the tiles its chunks span and stages their boundaries in shared memory, where each thread
 // then searches and walks.
-// SpMM: chunk c is worker c, whose DS threads (dense_space) each walk it for their columns
-// n = step * DS + slot. The block's barriers all come before the loop over n, which every
-// thread enters on its own (a thread leaves it at its first n past the rank), so every
-// thread of the block reaches every barrier.
+// SpMM: chunk c is worker c, whose DS threads (dense_space) each walk it once per block of up
+// to TEAAL_DENSE_BLOCK of their columns n = step * DS + slot (one accumulator per column).
+// The block's barriers all come before the loop over the blocks, which every thread enters
+// on its own (a thread leaves it at its first n past the rank), so every thread of the block
+// reaches every barrier.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_work_oriented(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -166,7 +196,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   // threads a worker) sits between the worker and a group's lanes, so neighbouring threads
   // read neighbouring elements of a dense row. Each thread then loops over its elements
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
-  // column n of B and of the output.
+  // up to TEAAL_DENSE_BLOCK of its steps at once: one walk of its atoms serves columns
+  // n_j = (step0 + j) * DS + slot of B and of the output, j < TB.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t teaal_dense_slot = teaal_thread % dense_space;
   const offset_t teaal_worker_thread = teaal_thread / dense_space;
@@ -207,13 +238,75 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   const offset_t first = tid * work_per_thread;  // < atoms because tid < ceil(atoms / WPT)
   const offset_t last = (atoms - first < work_per_thread) ? atoms : first + work_per_thread;
   const offset_t first_row = teaal_row_of(bounds, block_rows[0], block_rows[1], first);
-  // No barrier below: each thread steps through its columns n on its own.
-  for (offset_t step = 0; step < dense_time; ++step) {
-    const offset_t n = step * dense_space + teaal_dense_slot;
-    if (n >= dense_n) break;  // the same for every lane of a group
-    const XVec x{x_data + n * x_stride_n, x_stride_k};
-    const YVec y{y_data + n * y_stride_n, y_stride_m};
-    [&]() {  // the body runs once per n; its `return` ends this n only
+  // No barrier below: each thread steps through its blocks of columns on its own.
+  auto teaal_body = [&](auto teaal_block, offset_t teaal_step0) {
+    constexpr int TB = decltype(teaal_block)::value;  // steps of this walk
+    offset_t teaal_n[TB];  // this thread's dense index at step step0 + j (dead: step0's)
+    bool teaal_live[TB];  // step step0 + j exists and its n is inside the dense rank
+    XVec teaal_x[TB];  // column teaal_n[j] of B
+    YVec teaal_y[TB];  // column teaal_n[j] of the output
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      const long long nj = (long long)(teaal_step0 + j) * dense_space + teaal_dense_slot;
+      teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
+      teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_step0 * dense_space + teaal_dense_slot;
+      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
+      teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
+    }
+#if TEAAL_ATOMS_AHEAD > 1
+  offset_t row = first_row;
+  offset_t row_begin = bounds.begin(row);
+  offset_t row_end = bounds.end(row);
+  Layout::Acc acc[TB];
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
+  for (offset_t group = first; group < last; group += TEAAL_ATOMS_AHEAD) {
+    value_t v[TEAAL_ATOMS_AHEAD];
+    value_t b[TEAAL_ATOMS_AHEAD][TB];
+    #pragma unroll
+    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+      const offset_t a = last - group > u ? group + u : last - 1;
+      v[u] = A.atom_val(a);
+      const index_t c = A.atom_col(a);
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) b[u][j] = __ldg(teaal_x[j] + c);
+    }
+    #pragma unroll
+    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+      const offset_t a = group + u;
+      if (a >= last) break;
+      if (row_end <= a) {  // the row ended before atom a: combine it, find a's row
+        const bool whole = row_begin >= first;  // the tile lies in this chunk
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) {
+          if (!teaal_live[j]) continue;
+          if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+        }
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
+        do {  // skip empty tiles
+          ++row;
+          row_begin = row_end;
+          row_end = bounds.end(row);
+        } while (row_end <= a);
+      }
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) {
+        acc[j] += v[u] * b[u][j];  // accumulate(acc[j], row, a, teaal_x[j], ...)
+        if (TEAAL_TRACE && teaal_live[j]) {
+          const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+          TEAAL_OWN(a);
+        }
+      }
+    }
+  }
+  const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) {
+    if (!teaal_live[j]) continue;
+    if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+  }
+#else
   offset_t row = first_row;
   offset_t row_begin = bounds.begin(row);
   offset_t row_end = bounds.end(row);
@@ -225,22 +318,41 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       row_end = bounds.end(row);
     }
     const offset_t stop = row_end < last ? row_end : last;
-    Layout::Acc acc = A.acc_zero();
+    Layout::Acc acc[TB];  // one per dense step of the block
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
     #pragma unroll 4
     for (; a < stop; ++a) {
-      A.accumulate(acc, row, a, x, y);
-      if (TEAAL_TRACE) TEAAL_OWN(a);
+      const value_t v = A.atom_val(a);  // loaded once for the block's TB columns
+      const index_t c = A.atom_col(a);
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) {
+        acc[j] += v * __ldg(teaal_x[j] + c);  // accumulate(acc[j], row, a, teaal_x[j], ...)
+        if (TEAAL_TRACE && teaal_live[j]) {
+          const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+          TEAAL_OWN(a);
+        }
+      }
     }
-    if (row_begin >= first && row_end <= last) {
-      A.store_tile(y, row, acc);  // the whole tile is in this chunk
-    } else {
-      A.atomic_tile(y, row, acc);  // split tile: one contribution per chunk
+    const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (!teaal_live[j]) continue;
+      if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
     }
     if (a >= last) break;
     ++row;
     row_begin = row_end;
     row_end = bounds.end(row);
   }
-    }();
+#endif
+  };
+  offset_t teaal_step = 0;
+  for (; dense_time - teaal_step >= 2; teaal_step += TEAAL_DENSE_BLOCK) {
+    if (teaal_step * dense_space + teaal_dense_slot >= dense_n) return;
+    teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);
+  }
+  if (teaal_step < dense_time && teaal_step * dense_space + teaal_dense_slot < dense_n) {
+    teaal_body(TeaalBlock<1>{}, teaal_step);
   }
 }

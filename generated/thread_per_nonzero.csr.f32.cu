@@ -25,6 +25,15 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+
+// How a layout reads its atoms' columns and values (templates/layouts/csr.cuh.j2). In SpMV and
+// SDDMM one thread reads each atom once per launch: streaming loads (evict-first) keep the
+// atoms from pushing x out of the caches. In SpMM the threads of a worker along N read each
+// atom, and a worker walks its atoms again for each block of its dense steps: loads through
+// L1, where those reads find them again.
+template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
+  return __ldcs(p);
+}
 // The layouts' accumulator API (atom_product, accumulate, store_tile) is written against XVec
 // and YVec. SDDMM never calls it, since each nonzero's value is computed below, but the
 // layout's struct still names the types.
@@ -91,11 +100,12 @@ struct Layout {
   __device__ __forceinline__ offset_t tile_size(offset_t t) const {
     return tile_end(t) - tile_begin(t);
   }
-  // Column indices and values are read exactly once per launch: streaming loads (evict-first)
+  // SpMV reads column indices and values exactly once per launch: streaming loads (evict-first)
   // keep them from pushing x out of the caches. Measured on an H200: uniform 134M nonzeros
-  // 1,365 -> 1,254 us, longrows 551 -> 521 us, banded unchanged.
-  __device__ __forceinline__ index_t atom_col(offset_t a) const { return __ldcs(indices + a); }
-  __device__ __forceinline__ value_t atom_val(offset_t a) const { return __ldcs(values + a); }
+  // 1,365 -> 1,254 us, longrows 551 -> 521 us, banded unchanged. SpMM reads them again
+  // through L1 (teaal_atom_load, in the prelude).
+  __device__ __forceinline__ index_t atom_col(offset_t a) const { return teaal_atom_load(indices + a); }
+  __device__ __forceinline__ value_t atom_val(offset_t a) const { return teaal_atom_load(values + a); }
   // The contribution of atom a to its tile t (t unused in CSR; layouts whose atoms span several
   // rows or carry padding need it). Schedules call this instead of naming atom_col/atom_val.
   __device__ __forceinline__ value_t atom_product(offset_t t, offset_t a,

@@ -23,9 +23,19 @@ typedef int index_t;  // rows and columns
 typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 
 #define TEAAL_BLOCK_THREADS 128
+
+// How a layout reads its atoms' columns and values (templates/layouts/csr.cuh.j2). In SpMV and
+// SDDMM one thread reads each atom once per launch: streaming loads (evict-first) keep the
+// atoms from pushing x out of the caches. In SpMM the threads of a worker along N read each
+// atom, and a worker walks its atoms again for each block of its dense steps: loads through
+// L1, where those reads find them again.
+template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
+  return __ldcs(p);
+}
 typedef const value_t* __restrict__ XVec;  // the dense input vector x
 typedef value_t* __restrict__ YVec;  // the output vector y
 #define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
+
 
 
 // ---- Layout: ELL (rows padded to width slots, stored slot-major) -------------------------
@@ -185,5 +195,4 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
     row_begin = row_end;
     row_end = bounds.end(row);
   }
-
 }

@@ -31,6 +31,17 @@ TRACE_OPTION = "-DTEAAL_TRACE=1"
 # with blocks of one.
 DENSE_BLOCK_MACRO = "TEAAL_DENSE_BLOCK"
 SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
+# Work-oriented SpMM over nonzero atoms can load TEAAL_ATOMS_AHEAD atoms ahead of its walk
+# over rows (1 in the source: the plain walk). Where several workers share a warp (DS < 32),
+# take one dense step and have chunks longer than one group of 8, loading 8 ahead ran up to
+# 1.7x faster on the H100 (power-law graphs, whose rows end at different atoms, so the plain
+# walk's unrolled loads stop early and diverge), 0.8-0.9x on banded and R-MAT matrices; with
+# chunks of 8, one worker a warp, or blocks of several steps it was slower on most matrices
+# (BENCHMARKS.md).
+ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
+ATOMS_AHEAD = 8
+ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
+WARP_THREADS = 32
 
 _modules: dict[str, Any] = {}
 
@@ -120,21 +131,34 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=64)
-def reads_dense_block(source: str) -> bool:
-    """Whether ``source`` is a register-blocked SpMM kernel (thread- and group-mapped), whose
-    block of dense steps a compile option sets (:data:`SINGLE_STEP_OPTION`). Asked at every
-    dense launch, so remembered per source (a string caches its hash: a hit costs no scan)."""
-    return DENSE_BLOCK_MACRO in source
+def dense_options(source: str, space: int, time: int, chunk: int = 0) -> tuple[str, ...]:
+    """The build options of a dense launch whose workers have ``space`` threads along the
+    dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
+    :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
+    :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
+    than one group, where the kernel can load ahead. Asked at every dense launch, so
+    remembered."""
+    ahead = time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD
+    return _dense_options(source, time == 1, ahead)
+
+
+@functools.lru_cache(maxsize=128)
+def _dense_options(source: str, one_step: bool, ahead: bool) -> tuple[str, ...]:
+    # (a string caches its hash: a hit costs no scan of the source)
+    options: tuple[str, ...] = ()
+    if one_step and DENSE_BLOCK_MACRO in source:
+        options += (SINGLE_STEP_OPTION,)
+    if ahead and ATOMS_AHEAD_MACRO in source:
+        options += (ATOMS_AHEAD_OPTION,)
+    return options
 
 
 def get_function(source: str, name: str, *, trace: bool = False,
-                 single_step: bool = False) -> Any:
+                 options: tuple[str, ...] = ()) -> Any:
     """The compiled ``extern "C"`` kernel ``name`` of ``source`` (cached in memory and on disk);
-    ``single_step``: built for launches whose threads take one dense step (blocks of one)."""
+    ``options``: a dense launch's (:func:`dense_options`)."""
     cupy = cupy_module()
-    options = (COMPILE_OPTIONS + ((TRACE_OPTION,) if trace else ())
-               + ((SINGLE_STEP_OPTION,) if single_step else ()))
+    options = COMPILE_OPTIONS + ((TRACE_OPTION,) if trace else ()) + options
     key = source_key(source, options)
     module = _modules.get(key)
     if module is None:

@@ -246,16 +246,18 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 single_step: bool = False) -> Any:
-        """The compiled kernel: the trace build or not; ``single_step``, for a dense launch
-        whose threads take one step of the dense rank, the build with blocks of one step where
-        the kernel is register-blocked (see backend.SINGLE_STEP_OPTION)."""
-        single_step = single_step and backend.reads_dense_block(prepared.source)
-        key: Any = (trace, True) if single_step else trace
+                 dense: tuple[int, int] | None = None) -> Any:
+        """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
+        worker along the dense rank, steps each takes), whose build options follow from them
+        and the bound chunk size (backend.dense_options: blocks of one step, atoms loaded
+        ahead)."""
+        options = () if dense is None else backend.dense_options(
+            prepared.source, *dense, chunk=prepared.bound.work_per_thread)
+        key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
             fn = backend.get_function(prepared.source, prepared.config.kernel_name, trace=trace,
-                                      single_step=single_step)
+                                      options=options)
             prepared._functions[key] = fn
         return fn
 
@@ -494,7 +496,7 @@ class Kernel:
             self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
             offset,
         )
-        fn = self.function(prepared, trace=owner is not None, single_step=time == 1)
+        fn = self.function(prepared, trace=owner is not None, dense=(space, time))
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

@@ -113,9 +113,11 @@ int main(int argc, char** argv) {{
 """
 
 
-def build(cfg: KernelConfig) -> Path:
+def build(cfg: KernelConfig, options: tuple[str, ...] = ()) -> Path:
+    """The kernel with its driver, compiled; ``options``: the runtime's build options of a
+    launch (``-DNAME=VALUE``, backend.dense_options), passed to g++ as they are to NVRTC."""
     source = render(cfg) + "\n#include <vector>\n" + _driver(cfg)
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((source, *options)).encode()).hexdigest()[:16]
     if key in _built:
         return _built[key]
     assert CXX is not None
@@ -123,7 +125,7 @@ def build(cfg: KernelConfig) -> Path:
     exe = _BUILD_DIR / f"{key}.exe"
     src.write_text(source)
     subprocess.run(
-        [CXX, *CXXFLAGS, "-include", str(_shim()), "-o", str(exe), str(src)],
+        [CXX, *CXXFLAGS, *options, "-include", str(_shim()), "-o", str(exe), str(src)],
         check=True,
         capture_output=True,
         text=True,

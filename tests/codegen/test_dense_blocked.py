@@ -1,4 +1,5 @@
-"""Register blocking over the dense rank's time steps (thread- and group-mapped SpMM).
+"""Register blocking over the dense rank's time steps (thread-mapped, group-mapped and
+work-oriented SpMM), and work-oriented's walk with atoms loaded ahead.
 
 A thread walks its atoms once for up to TEAAL_DENSE_BLOCK of its dense steps. Checked here
 without a GPU: the rendered sources (blocked where they should be, untouched elsewhere), nvcc
@@ -69,12 +70,35 @@ def test_thread_and_group_mapped_spmm_walk_atoms_once_per_block(
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
+    """The block's barriers stay outside the blocked body (they precede the lambda), each
+    atom's value and column are loaded once for the block's columns, and the walk with atoms
+    loaded ahead is there for the runtime's build option, the plain walk by default."""
+    src = _source(REPO / "specs/spmm/nonzero_split.yaml", dtype)
+    assert "#define TEAAL_DENSE_BLOCK 4" in src and BLOCKED_CALL in src and SINGLE_CALL in src
+    kernel = src.split("Schedule: work-oriented")[1]
+    assert kernel.rindex("__syncthreads()") < kernel.index("auto teaal_body")
+    assert "#ifndef TEAAL_ATOMS_AHEAD\n#define TEAAL_ATOMS_AHEAD 1\n" in src
+    assert "#if TEAAL_ATOMS_AHEAD > 1" in kernel
+    assert "__ldg(teaal_x[j] + c)" in kernel and "b[u][j] = __ldg(teaal_x[j] + c)" in kernel
+    assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
+    # SpMM reads atoms through L1; SpMV streams them
+    assert "return __ldg(p);" in src
+    assert "return __ldcs(p);" in _source(REPO / "specs/work_oriented.yaml", dtype)
+
+
+def test_work_oriented_spmm_on_other_layouts_has_no_walk_ahead() -> None:
+    ell = _source(REPO / "specs/spmm/nonzero_split.yaml", layout="ell")
+    assert "TEAAL_ATOMS_AHEAD" not in ell
+    assert "if (teaal_live[j]) A.accumulate(acc[j], row, a, teaal_x[j], teaal_y[j]);" in ell
+
+
 @pytest.mark.parametrize("spec", [
     *sorted((REPO / "specs").glob("*.yaml")),  # SpMV, every schedule
     *sorted((REPO / "specs/sddmm").glob("*.yaml")),
-    REPO / "specs/spmm/nonzero_split.yaml",  # work-oriented SpMM: one column at a time
 ])
-def test_spmv_sddmm_and_chunked_spmm_are_not_blocked(spec: Path) -> None:
+def test_spmv_and_sddmm_are_not_blocked(spec: Path) -> None:
     for dtype in ("f32", "f64"):
         src = _source(spec, dtype)
         assert "TEAAL_DENSE_BLOCK" not in src and "teaal_body" not in src
@@ -131,7 +155,23 @@ def test_blocked_kernels_compile_on_every_layout_group_size_and_block(tmp_path: 
     for block in (1, 3, 8):
         add(f"tiled.b{block}", tiled, f"-DTEAAL_DENSE_BLOCK={block}", "-DTEAAL_TRACE=1")
         add(f"group.b{block}", _source(group, "f32", G=64), f"-DTEAAL_DENSE_BLOCK={block}")
-    assert len(jobs) >= 20
+    split = REPO / "specs/spmm/nonzero_split.yaml"
+    for layout in known_layouts():
+        definition = get_layout(layout)
+        if "spmm" not in definition.forms or definition.scatters or \
+                "work_oriented" not in definition.schedules:
+            continue
+        safe = layout.replace(":", "_")
+        for dtype in ("f32", "f64"):
+            source = _source(split, dtype, layout=layout)
+            add(f"split.{safe}.{dtype}", source, "-DTEAAL_TRACE=1")
+            add(f"split.{safe}.{dtype}.one", source, "-DTEAAL_DENSE_BLOCK=1")
+            if "TEAAL_ATOMS_AHEAD" in source:
+                add(f"split.{safe}.{dtype}.ahead", source, "-DTEAAL_DENSE_BLOCK=1",
+                    "-DTEAAL_ATOMS_AHEAD=8")
+                add(f"split.{safe}.{dtype}.ahead4", source, "-DTEAAL_ATOMS_AHEAD=3",
+                    "-DTEAAL_TRACE=1")
+    assert len(jobs) >= 30
     nvcc._compile_all(jobs)
 
 
@@ -154,6 +194,40 @@ RUNS: list[tuple[str, Path, dict[str, int], int, int]] = [
     ("group_g1_n5", GROUP, {"G": 1}, 5, 5),
     ("group_g64_n6", GROUP, {"G": 64}, 6, 6),
 ]
+
+
+SPLIT = REPO / "specs/spmm/nonzero_split.yaml"
+# (case, layout, params, N, dense_time, build options): work-oriented SpMM blocked with dead
+# steps, and the walk with atoms loaded ahead: chunks of 5 and 11 atoms (groups of 8 end
+# inside a chunk, rows end inside groups and span several), blocks of one and of 3 steps.
+SPLIT_RUNS: list[tuple[str, str | None, dict[str, int], int, int, tuple[str, ...]]] = [
+    ("split_dt5", None, {"NNZ_PER_WORKER": 4, "N_LANES": 2}, 9, 5, ()),
+    ("split_dt3_ell", "ell", {"NNZ_PER_WORKER": 4, "N_LANES": 2}, 5, 3, ()),
+    ("split_dt2_bcsr", "bcsr:2x2", {"NNZ_PER_WORKER": 2, "N_LANES": 3}, 5, 2, ()),
+    ("split_ahead_w5", None, {"NNZ_PER_WORKER": 5, "N_LANES": 4}, 3, 1,
+     ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=8")),
+    ("split_ahead_w11", None, {"NNZ_PER_WORKER": 11, "N_LANES": 8}, 8, 1,
+     ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=8")),
+    ("split_ahead_coo", "coo", {"NNZ_PER_WORKER": 6, "N_LANES": 2}, 2, 1,
+     ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=4")),
+    ("split_ahead_blocked", None, {"NNZ_PER_WORKER": 7, "N_LANES": 2}, 7, 4,
+     ("-DTEAAL_ATOMS_AHEAD=3",)),
+]
+
+
+@pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")
+@pytest.mark.parametrize("case", [r[0] for r in SPLIT_RUNS])
+def test_work_oriented_spmm_kernel_on_the_cpu(case: str) -> None:
+    """Values against SciPy and the owner of every (atom, n) against the simulation, on a
+    matrix of many blocks whose rows cross chunks and blocks."""
+    from teaal_loops.matrix import synthetic
+
+    _, layout, params, width, dense_time, options = next(r for r in SPLIT_RUNS if r[0] == case)
+    A = synthetic("rmat", rows=256, nnz=2500, seed=2)
+    bound = spmm_emu._run_and_compare(spmm_emu._schedule((SPLIT, layout) if layout else SPLIT,
+                                                         params), A, width, options or None)
+    assert bound.dense_time == dense_time
+    assert bound.launch.blocks > 4
 
 
 @pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from teaal_loops.codegen import make_config
+from teaal_loops.codegen import make_config, render
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower, simulate
+from teaal_loops.runtime import backend
 from teaal_loops.runtime.device_matrix import host_arguments
 from teaal_loops.runtime.kernel import schedule_arguments
 from teaal_loops.schedules import bind
@@ -125,11 +126,18 @@ def test_nonzero_split_rows_crossing_blocks_with_strided_columns(matrix: str, la
     assert bound.dense_space == min(lanes, 7)
 
 
-def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> Any:
+def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
+                     options: tuple[str, ...] | None = None) -> Any:
+    """The kernel on the CPU against SciPy (values) and the simulation (the owner of every
+    (atom, n)); ``options``: the build's (default: the runtime's for this launch)."""
     view = tile_view(schedule.layout, A)
+    atoms = view.shape.nnz  # the layout's atoms (ELL's padded slots included)
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)
-    exe = emu.build(cfg)
+    if options is None:
+        options = backend.dense_options(render(cfg), bound.dense_space, bound.dense_time,
+                                        chunk=bound.work_per_thread)
+    exe = emu.build(cfg, options)
     B = np.random.default_rng(width).uniform(-1, 1, (A.shape[1], width))
     rows = A.shape[0]
     accumulate = schedule.combine.value == "atomic"
@@ -137,7 +145,7 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> Any:
     layout_args = host_arguments(schedule.layout, A, np.dtype("float64"))
     arrays = {
         **layout_args.arrays, "x_data": B, "y_data": Z0,
-        "owner": np.full(A.nnz * width, -1, np.int32),
+        "owner": np.full(atoms * width, -1, np.int32),
     }
     scalars: dict[str, int] = {"rows": rows, "cols": A.shape[1], "nnz": A.nnz,
                                **layout_args.scalars}
@@ -146,9 +154,9 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int) -> Any:
                     "dense_time": bound.dense_time, "x_stride_k": width, "x_stride_n": 1,
                     "y_stride_m": width, "y_stride_n": 1})
     result = emu.execute(exe, cfg, bound, arrays, scalars, rows=rows * width,
-                         atoms=A.nnz * width)
+                         atoms=atoms * width)
     Z = result.y.reshape(rows, width)
     np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12)
     sim = simulate(bound, A, B)
-    np.testing.assert_array_equal(result.owner.reshape(A.nnz, width), sim.owner)
+    np.testing.assert_array_equal(result.owner.reshape(atoms, width), sim.owner)
     return bound

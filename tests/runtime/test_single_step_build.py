@@ -1,6 +1,8 @@
-"""Register-blocked SpMM kernels get a build with blocks of one step for launches whose threads
-take one dense step (backend.SINGLE_STEP_OPTION): without a GPU, a stand-in CuPy records the
-compile options, so the test sees which build each launch asks for."""
+"""Dense launches get the builds their geometry calls for (backend.dense_options): blocks of one
+step for register-blocked SpMM kernels whose threads take one dense step
+(backend.SINGLE_STEP_OPTION), and atoms loaded ahead for work-oriented SpMM whose workers
+share a warp and take one step (backend.ATOMS_AHEAD_OPTION). Without a GPU, a stand-in CuPy
+records the compile options, so the tests see which build each launch asks for."""
 
 from __future__ import annotations
 
@@ -42,46 +44,69 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupy:
     return cupy
 
 
-def _prepared(kernel: Any) -> Any:
-    """The two fields Kernel.function reads, for the kernel's nominal configuration."""
-    return types.SimpleNamespace(source=kernel.source, config=kernel._nominal, _functions={})
+def _prepared(kernel: Any, chunk: int = 32) -> Any:
+    """The fields Kernel.function reads, for the kernel's nominal configuration (``chunk``:
+    the bound atoms per worker of work-oriented)."""
+    return types.SimpleNamespace(source=kernel.source, config=kernel._nominal, _functions={},
+                                 bound=types.SimpleNamespace(work_per_thread=chunk))
 
 
 @pytest.mark.parametrize("spec", ["spmm/lanes_over_n.yaml", "spmm/group_lanes_over_k.yaml"])
 def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
-    assert backend.reads_dense_block(prepared.source)
-    blocked = kernel.function(prepared)
-    single = kernel.function(prepared, single_step=True)
+    assert backend.dense_options(prepared.source, 32, 1) == (backend.SINGLE_STEP_OPTION,)
+    blocked = kernel.function(prepared, dense=(32, 2))
+    single = kernel.function(prepared, dense=(32, 1))
     assert backend.SINGLE_STEP_OPTION not in blocked.options
     assert backend.SINGLE_STEP_OPTION in single.options
-    assert kernel.function(prepared, single_step=True) is single  # built once
-    traced = kernel.function(prepared, trace=True, single_step=True)
+    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1)).options
+    assert kernel.function(prepared, dense=(32, 1)) is single  # built once
+    traced = kernel.function(prepared, trace=True, dense=(32, 1))
     assert {backend.TRACE_OPTION, backend.SINGLE_STEP_OPTION} <= set(traced.options)
     assert len(fake.compiled) == 3
 
 
-@pytest.mark.parametrize("spec", ["thread_mapped.yaml", "spmm/nonzero_split.yaml",
-                                  "sddmm/lanes_over_k.yaml"])
+@pytest.mark.parametrize(("layout", "ahead"), [(None, True), ("coo", True), ("ell", False),
+                                               ("bcsr:2x2", False)])
+def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
+    fake: FakeCupy, layout: str | None, ahead: bool
+) -> None:
+    """Only for layouts whose atoms are nonzeros (the others' sources have no such walk), and
+    only for one dense step of fewer than 32 threads a worker."""
+    kernel = pipeline.compile(SPECS / "spmm/nonzero_split.yaml", layout=layout)
+    prepared = _prepared(kernel)
+    shared = kernel.function(prepared, dense=(8, 1)).options
+    assert (backend.ATOMS_AHEAD_OPTION in shared) == ahead
+    assert backend.SINGLE_STEP_OPTION in shared  # work-oriented SpMM is register-blocked too
+    for space, time in ((32, 1), (8, 2), (31, 4)):
+        options = kernel.function(prepared, dense=(space, time)).options
+        assert backend.ATOMS_AHEAD_OPTION not in options
+    # a chunk of one group has nothing to load ahead of
+    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1)).options
+    assert backend.ATOMS_AHEAD_OPTION not in one_group
+    assert backend.SINGLE_STEP_OPTION in one_group
+
+
+@pytest.mark.parametrize("spec", ["thread_mapped.yaml", "sddmm/lanes_over_k.yaml"])
 def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
-    assert not backend.reads_dense_block(prepared.source)
-    assert kernel.function(prepared, single_step=True) is kernel.function(prepared)
+    assert backend.dense_options(prepared.source, 8, 1) == ()
+    assert kernel.function(prepared, dense=(8, 1)) is kernel.function(prepared)
     assert fake.compiled == [backend.COMPILE_OPTIONS]
 
 
-def test_dense_launches_ask_for_the_single_step_build_exactly_when_one_step(
+def test_dense_launches_pass_their_geometry_to_the_build(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kernel = pipeline.compile(SPECS / "spmm/lanes_over_n_tiled.yaml")
-    asked: list[bool] = []
-    monkeypatch.setattr(kernel, "function", lambda p, trace=False, single_step=False:
-                        asked.append(single_step))
+    asked: list[Any] = []
+    monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None:
+                        asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
                                      no_owner=None, leading_args=())
     for time in (1, 2, 5):
         kernel._dense_function(prepared, None, None, None, 32, time)
-    assert asked == [True, False, False]
+    assert asked == [(32, 1), (32, 2), (32, 5)]
