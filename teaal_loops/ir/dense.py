@@ -19,11 +19,11 @@ the segment's ``k0 = 0`` thread stores the atom's value (one writer: combine sta
 Within one thread the dense rank's loop runs outside the loop over the sparse operand's atoms
 whatever the spec's time order says: every output element is still summed over the same atoms
 in the same order by the same thread, so values and owners are those the spec's order gives.
-Thread- and group-mapped SpMM walk a thread's atoms once per block of up to T of its dense
-steps (register blocking, T = ``TEAAL_DENSE_BLOCK`` = 4 in the kernel source): T accumulators,
-each atom's value and column loaded once, the same atoms in the same order for every element,
-so the rule above holds block by block; work-oriented and merge-path SpMM walk them once per
-step. docs/design.md describes the blocked loop.
+Thread-mapped, group-mapped and work-oriented SpMM walk a thread's atoms once per block of up
+to T of its dense steps (register blocking, T = ``TEAAL_DENSE_BLOCK`` = 4 in the kernel
+source): T accumulators, each atom's value and column loaded once, the same atoms in the same
+order for every element, so the rule above holds block by block; merge-path SpMM walks them
+once per step. docs/design.md describes the blocked loop.
 The dense rank's space part is numbered after the worker's ranks and before a group's lanes:
 ``thread = (worker * DS + n0) * G + lane``, which puts neighbouring elements of a dense row in
 neighbouring threads (coalesced loads). A spec that orders the space ranks otherwise is
@@ -33,8 +33,9 @@ dense rank (SDDMM's K) in space on the chunked schedules (their SDDMM kernels su
 thread) or unsplit (its size, which the shuffle tree's width would be, is known only at
 launch). Work-oriented SpMM takes ``N`` or ``N0`` in space (nonzero splitting, as cuSPARSE's
 CSR_ALG2 and GE-SpMM do): chunk ``c`` of ``W`` nonzeros is worker ``c``, whose ``DS`` threads
-walk it once per column they own; its block finds its workers as ``thread / DS`` and stages
-their rows behind barriers that every thread reaches before the loop over the dense rank.
+walk it once per block of the columns they own; its block finds its workers as
+``thread / DS`` and stages their rows behind barriers that every thread reaches before the
+loop over the dense rank.
 
 The reduction order of a summed rank in space, which the kernel's values follow: thread
 ``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order;
