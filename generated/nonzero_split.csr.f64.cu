@@ -63,8 +63,8 @@ static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
 
 // Atoms loaded ahead of the walk over rows (spmm_ahead_walk below); 1: the plain walk. The
-// runtime builds launches whose workers share a warp (DS < 32) and take one dense step with
-// -DTEAAL_ATOMS_AHEAD=8 (teaal_loops/runtime/backend.py).
+// runtime builds launches whose workers share a warp (DS < 32), take one dense step and walk
+// chunks of more than 8 atoms with -DTEAAL_ATOMS_AHEAD=8 (teaal_loops/runtime/backend.py).
 #ifndef TEAAL_ATOMS_AHEAD
 #define TEAAL_ATOMS_AHEAD 1
 #endif

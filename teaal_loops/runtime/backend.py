@@ -35,9 +35,9 @@ SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
 # over rows (1 in the source: the plain walk). Where several workers share a warp (DS < 32),
 # take one dense step and have chunks longer than one group of 8, loading 8 ahead ran up to
 # 1.7x faster on the H100 (power-law graphs, whose rows end at different atoms, so the plain
-# walk's unrolled loads stop early and diverge), 0.8-0.9x on banded and R-MAT matrices; with
-# chunks of 8, one worker a warp, or blocks of several steps it was slower on most matrices
-# (BENCHMARKS.md).
+# walk's unrolled loads stop early and diverge), 0.8-0.9x on banded and R-MAT matrices. With
+# one worker a warp, or blocks of several steps, it was slower on most matrices; with chunks
+# of 8 it was slower on every large matrix and 1-2 us faster on small ones (BENCHMARKS.md).
 ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
 ATOMS_AHEAD = 8
 ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
