@@ -219,8 +219,8 @@ constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < 16 ? TEAAL_STAGED_IPT : 16
 constexpr int TEAAL_DIRECT_ROWS = (int)(TEAAL_TILE_SLOTS * sizeof(TeaalTileSlot) / sizeof(offset_t)) - 1;
 
 // The local row i in [0, tile_rows] holding atom a: the last i with bound(i) <= a, so empty
-// rows are skipped (bound(i) = tile_begin of the tile's row i). A fixed number of steps: layouts
-// whose atom_product ignores its tile argument let the compiler drop the whole search.
+// rows are skipped (bound(i) = tile_begin of the tile's row i), in a fixed number of steps.
+// Only layouts whose atom_product reads its tile need it (ELL and DIA: a slot's row).
 __device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int tile_rows,
                                               offset_t a) {
   int i = 0;
@@ -306,14 +306,17 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     const offset_t first_atom = block_begin - first_row;
     const int tile_items = (int)(block_end - block_begin);
     const int tile_nnz = tile_items - tile_rows;
+    // The end of the block's last row, which goes on past the block when it is carried:
+    // loaded now, so that its latency hides behind the staging, not after it.
+    const offset_t tail_row_end = block_last_row < tiles ? A.tile_end(block_last_row) : 0;
     // 2. Row bounds, coalesced: slot i holds tile_begin(first_row + i) for i in [0, tile_rows].
     #pragma unroll 4
     for (int i = threadIdx.x; i <= tile_rows; i += TEAAL_BLOCK_THREADS) {
       tile[teaal_slot(i)].bound = i == 0 ? A.tile_begin(first_row) : A.tile_end(first_row + i - 1);
     }
-    __syncthreads();
-    // 3. Contributions of the tile's atoms, coalesced, after the bounds, in unrolled steps of
-    //    TEAAL_STAGE_UNROLL a thread, whose loads are all in flight together.
+    __syncthreads();  // atom_product needs each atom's row: found in the bounds
+    // 3. Contributions of the tile's atoms, coalesced, in unrolled steps of TEAAL_STAGE_UNROLL
+    //    a thread, whose loads are all in flight together.
     for (int base = 0; base < tile_nnz; base += TEAAL_STAGE_UNROLL * TEAAL_BLOCK_THREADS) {
       #pragma unroll
       for (int u = 0; u < TEAAL_STAGE_UNROLL; ++u) {
@@ -391,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
           if (!carried) {
             atomicAdd(y + r, total);
           } else {
-            const long long last = ((long long)A.tile_end(r) + r - 1) / block_items;
+            const long long last = ((long long)tail_row_end + r - 1) / block_items;
             if (last == (long long)blockIdx.x) {
               y[r] = total;  // every nonzero of it is here
             } else {

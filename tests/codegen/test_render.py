@@ -195,3 +195,16 @@ def test_nonzero_split_holds_no_barrier_inside_the_loop_over_n(layout: str) -> N
     assert "first_worker = block_thread / dense_space" in head
     assert "(block_thread + TEAAL_BLOCK_THREADS - 1) / dense_space" in head
     assert "teaal_row_of(bounds" in head and "teaal_row_of(" not in loop
+
+
+@pytest.mark.parametrize(("layout", "barrier"), [("csr", False), ("ell", True), ("dia", True)])
+def test_merge_path_stages_nonzero_atoms_beside_the_row_bounds(layout: str, barrier: bool) -> None:
+    """Where a layout's atoms are its nonzeros (CSR), a contribution needs no row: its loads go
+    out with the row bounds', no barrier between (one memory round trip less a launch; small
+    graphs are latency-bound). ELL and DIA find each slot's row in the staged bounds first."""
+    src = render(make_config(hs.merge_path(), layout=layout))
+    staged = src.split("// 2. Row bounds")[1].split("// 4. This thread's chunk")[0]
+    bounds, products = staged.split("// 3. Contributions")
+    assert ("__syncthreads()" in bounds) is barrier
+    assert ("teaal_tile_row(" in products) is barrier
+    assert products.count("__syncthreads()") == 1  # the walk reads every contribution
