@@ -38,18 +38,23 @@ candidate gets a cost and the cheapest wins:
   ``MIN_LARGE_GROUP`` lanes for rows of ``2 * LANE_WORK`` or more.
 
 In both regimes merge-path's items a thread are then capped at what its staged tile holds for
-the kernel's values (:func:`staged_merge_items`: 32 in float32, 16 in float64): the constants
-were fitted in float32, where 32 is staged, and in float64 32 items fall to the direct walk.
+the kernel's values (:func:`staged_merge_items`: 32 in float32, 16 in float64): past it the
+chunks fall to the direct walk.
+
+float32 and float64 have constants of their own (:func:`constants` takes the value size):
+float64 moves twice the bytes a nonzero, so the same rules with float32's constants picked
+groups up to 1.37x slower than the best in float64 runs (wiki-Vote, ca-AstroPh; BENCHMARKS.md).
 
 Rules are labelled in :attr:`AutoChoice.rule`: ``R0`` (no nonzeros), ``L`` (latency-regime cost
 model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen
 whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
 
-The constants (the names above) live in ``teaal_loops/auto_constants.json``, shipped inside
-the package and read once (:func:`constants`). ``teaal-loops bench --fit-auto RESULTS.json``
-refits them to a benchmark's measured device times and rewrites that file
-(:mod:`teaal_loops.bench.fit_auto` says how). Only the ratios of the latency model's constants
-matter; their units are roughly microseconds, and ``CW`` is held fixed as the unit.
+The constants (the names above) live in ``teaal_loops/auto_constants.json``, a section per
+dtype, shipped inside the package and read once (:func:`constant_sets`). ``teaal-loops bench
+--fit-auto RESULTS.json ...`` refits the sections of the dtypes the results hold to their
+measured device times and rewrites that file (:mod:`teaal_loops.bench.fit_auto` says how).
+Only the ratios of the latency model's constants matter; their units are roughly microseconds,
+and ``CW`` is held fixed as the unit.
 
 History of the shipped values (BENCHMARKS.md has the runs, on an H200): the latency model was
 fitted to the device times of every library variant on the corpus in float64 (run 1) and then
@@ -58,7 +63,9 @@ held within 10% of the best on 77 of 78 corpus cases of two later runs (float32 
 loads, streaming loads), run 3 gave 26 of 30; from its measured times ``CI`` went from 0.25 to
 0.2, ``LANE_WORK`` from 8 to 4 and ``MIN_LARGE_GROUP`` from 4 to 8, and the skewed rule takes
 the power of two nearest the mean row (longrows' mean of 31.99 wants 32). Run 4 confirmed them:
-30 of 30 within 10% (``BENCHMARKS.json.gz``).
+30 of 30 within 10% (``BENCHMARKS.json.gz``). Those are float32's constants. float64's were
+fitted later to the float64 suites of an H100 (merge-path with its prepared partition) and an
+H200 together: ``CI`` 0.25, ``CFS`` 0 and ``LANE_WORK`` 1 (BENCHMARKS.md, float64 constants).
 """
 
 from __future__ import annotations
@@ -77,7 +84,8 @@ from teaal_loops.types import DeviceInfo
 
 INT32_MAX = 2**31 - 1
 CONSTANTS_FILE = Path(__file__).resolve().parent / "auto_constants.json"
-CONSTANTS_SCHEMA = "teaal-loops-auto-constants/1"
+CONSTANTS_SCHEMA = "teaal-loops-auto-constants/2"
+CONSTANTS_SCHEMA_V1 = "teaal-loops-auto-constants/1"  # one set for every dtype
 
 GROUP_SIZES = (1, 2, 4, 8, 16, 32, 128, 256, 512)
 THREAD_SPEC = "thread_mapped"
@@ -173,31 +181,71 @@ def _error(where: str, message: str) -> TeaalLoopsError:
     return TeaalLoopsError(message, location=Location(where))
 
 
-def load_constants(path: str | Path) -> AutoConstants:
-    """The constants of a file in the format :func:`constants_document` writes."""
+# The value types with constants of their own: float64 halves the nonzeros a byte of traffic
+# carries and merge-path's staged tile, so float32's choices were up to 1.37x off there.
+DTYPES = ("float32", "float64")
+
+
+def dtype_of(value_bytes: int) -> str:
+    """The constants' key for values of ``value_bytes`` bytes (8: float64, else float32)."""
+    return "float64" if int(value_bytes) == 8 else "float32"
+
+
+def load_constant_sets(path: str | Path) -> dict[str, AutoConstants]:
+    """Every dtype's constants from a file in the format :func:`constants_document` writes
+    (schema ``/2``: a section per dtype of :data:`DTYPES`); a schema ``/1`` file (one set)
+    serves both dtypes."""
     where = str(path)
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise _error(where, f"cannot read auto constants: {err}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != CONSTANTS_SCHEMA:
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema == CONSTANTS_SCHEMA_V1:
+        one = constants_from_mapping(_object(doc, "constants", where), where)
+        return dict.fromkeys(DTYPES, one)
+    if schema != CONSTANTS_SCHEMA:
         raise _error(where, f"not an auto constants file (schema {CONSTANTS_SCHEMA!r} expected)")
-    values = doc.get("constants")
-    if not isinstance(values, dict):
-        raise _error(where, "'constants' must be an object")
-    return constants_from_mapping(values, where)
+    return {
+        dtype: constants_from_mapping(
+            _object(_object(doc, dtype, where), "constants", f"{where}: {dtype}"),
+            f"{where}: {dtype}")
+        for dtype in DTYPES
+    }
 
 
-def constants_document(c: AutoConstants, fitted_from: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON document of a constants file: the values and where they come from."""
-    return {"schema": CONSTANTS_SCHEMA, "fitted_from": dict(fitted_from),
-            "constants": c.as_dict()}
+def _object(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise _error(where, f"{key!r} must be an object")
+    return value
+
+
+def load_constants(path: str | Path, dtype: str = "float32") -> AutoConstants:
+    """One dtype's constants from a constants file (:func:`load_constant_sets`)."""
+    return load_constant_sets(path)[dtype]
+
+
+def constants_document(
+    sets: Mapping[str, AutoConstants], fitted_from: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The JSON document of a constants file: for each dtype, its values and where they come
+    from."""
+    return {"schema": CONSTANTS_SCHEMA,
+            **{dtype: {"fitted_from": dict(fitted_from.get(dtype, {})),
+                       "constants": sets[dtype].as_dict()} for dtype in DTYPES}}
 
 
 @functools.lru_cache(maxsize=1)
-def constants() -> AutoConstants:
-    """The shipped constants (``auto_constants.json`` beside this module), read once."""
-    return load_constants(CONSTANTS_FILE)
+def constant_sets() -> dict[str, AutoConstants]:
+    """The shipped constants of every dtype (``auto_constants.json`` beside this module), read
+    once."""
+    return load_constant_sets(CONSTANTS_FILE)
+
+
+def constants(value_bytes: int = 4) -> AutoConstants:
+    """The shipped constants for values of ``value_bytes`` bytes (float32 by default)."""
+    return constant_sets()[dtype_of(value_bytes)]
 
 
 class MatrixStats(Protocol):
@@ -294,10 +342,10 @@ def choose(
     for values of ``value_bytes`` (merge-path's items a thread are capped at what its staged
     tile holds for them: :func:`staged_merge_items`).
 
-    ``c`` replaces the shipped constants (the fit of :mod:`teaal_loops.bench.fit_auto` tries
-    candidates this way).
+    ``c`` replaces the shipped constants of that dtype (the fit of
+    :mod:`teaal_loops.bench.fit_auto` tries candidates this way).
     """
-    choice = _choose(stats, device, c or constants())
+    choice = _choose(stats, device, c or constants(value_bytes))
     if choice.spec != MERGE_SPEC:
         return choice
     cap = staged_merge_items(value_bytes, int(stats.rows) + int(stats.nnz) > INT32_MAX)

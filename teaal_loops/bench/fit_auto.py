@@ -1,17 +1,19 @@
 """Refit the constants of :func:`teaal_loops.auto.choose` to a benchmark's measured times.
 
-    teaal-loops bench --fit-auto bench.json [-o teaal_loops/auto_constants.json]
+    teaal-loops bench --fit-auto bench.json [more.json ...] [-o teaal_loops/auto_constants.json]
 
 What is fitted: every constant of :class:`~teaal_loops.auto.AutoConstants` except ``CW`` (the
-latency model's unit: only ratios of its constants matter).
+latency model's unit: only ratios of its constants matter), for each dtype separately (float32
+and float64 have constants of their own); a dtype the results do not hold keeps its constants.
 
-Against what: the cases of a results document written by ``teaal-loops bench`` (every matrix and
-dtype that has row statistics and at least one valid, fully repeated variant). For a candidate
-set of constants, ``choose`` picks a variant for each case from the case's row statistics and
-the run's device; the pick is looked up among the case's measured variants (same spec, every
-parameter of the pick bound to the same value, explicitly or by the spec's default as the run
-recorded it in ``bound``). Its median device time over the case's best is its *ratio*; a pick
-the run did not time, or that failed there, counts as a ratio of :data:`MISSING_RATIO`.
+Against what: the cases of results documents written by ``teaal-loops bench`` (every matrix and
+dtype that has row statistics and at least one valid, fully repeated variant), pooled over the
+documents given. For a candidate set of constants, ``choose`` picks a variant for each case
+from the case's row statistics and its run's device; the pick is looked up among the case's
+measured variants (same spec, every parameter of the pick bound to the same value, explicitly
+or by the spec's default as the run recorded it in ``bound``). Its median device time over the
+case's best is its *ratio*; a pick the run did not time, or that failed there, counts as a
+ratio of :data:`MISSING_RATIO`.
 
 Objective, lexicographic: first the number of cases whose ratio is at most :data:`FIT_SLACK`
 (within 5% of the best variant), then the sum of the ratios' logarithms (the geometric mean of
@@ -74,6 +76,11 @@ class FitCase:
     variants: tuple[Measured, ...]
     best_ms: float
     value_bytes: int = 4  # the case's dtype: auto caps merge-path's items by it
+    device: auto.DeviceInfo = auto.DeviceInfo.h100()  # its run's GPU (auto counts its threads)
+
+    @property
+    def dtype(self) -> str:
+        return auto.dtype_of(self.value_bytes)
 
     def time_of(self, choice: auto.AutoChoice) -> float | None:
         """The device time of the measured variant that is ``choice``, or None."""
@@ -121,6 +128,7 @@ def _is_choice(m: Measured, choice: auto.AutoChoice) -> bool:
 
 def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
     """The cases of a checked results document that the fit can use (module docstring)."""
+    device = device_of(doc)
     out = []
     for case in doc.get("cases", []):
         stats = case.get("stats")
@@ -130,7 +138,7 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
             Measured(str(r.get("spec") or r["label"].split("[")[0]), dict(r.get("params") or {}),
                      dict(r.get("bound") or {}), float(r["kernel"]["median_ms"]))
             for r in case.get("results", [])
-            if timed(r) and r.get("layout", "csr") == "csr"
+            if timed(r) and r.get("layout", "csr") == "csr" and not _experiment(r["label"])
         )
         if not variants:
             continue
@@ -141,8 +149,15 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
             variants,
             min(v.ms for v in variants),
             8 if case.get("dtype") in ("f64", "float64") else 4,
+            device,
         ))
     return out
+
+
+def _experiment(label: str) -> bool:
+    """A tuning experiment's variant (``@t256`` block size, ``+file`` source or patch,
+    ``+l2persist``): not a kernel auto can pick, so neither its pick nor the best."""
+    return "+" in label or "@" in label
 
 
 def device_of(doc: Mapping[str, Any]) -> auto.DeviceInfo:
@@ -153,14 +168,15 @@ def device_of(doc: Mapping[str, Any]) -> auto.DeviceInfo:
     return auto.DeviceInfo(str(dev.get("name", "?")), sm_count)
 
 
-def ratio(case: FitCase, c: auto.AutoConstants, device: auto.DeviceInfo) -> float:
+def ratio(case: FitCase, c: auto.AutoConstants) -> float:
     """The pick's device time over the case's best (:data:`MISSING_RATIO` if not measured)."""
-    ms = case.time_of(auto.choose(case.stats, device, c, value_bytes=case.value_bytes))
+    choice = auto.choose(case.stats, case.device, c, value_bytes=case.value_bytes)
+    ms = case.time_of(choice)
     return MISSING_RATIO if ms is None else ms / case.best_ms
 
 
-def score(cases: Sequence[FitCase], c: auto.AutoConstants, device: auto.DeviceInfo) -> Score:
-    ratios = [ratio(case, c, device) for case in cases]
+def score(cases: Sequence[FitCase], c: auto.AutoConstants) -> Score:
+    ratios = [ratio(case, c) for case in cases]
     return Score(sum(r <= FIT_SLACK for r in ratios), len(ratios),
                  sum(math.log(max(r, 1e-12)) for r in ratios))
 
@@ -207,15 +223,12 @@ INTEGRAL = {"FLAT_WORK", "FLAT_WORK_LARGE", "FLAT_LARGE_NNZ", "LONG_ROW", "LARGE
             "LARGE_ITEMS_MAX", "MIN_LARGE_GROUP"}
 
 
-def fit(
-    cases: Sequence[FitCase],
-    device: auto.DeviceInfo,
-    start: auto.AutoConstants | None = None,
-) -> FitResult:
-    """Coordinate search for the constants with the best :func:`score` (module docstring)."""
+def fit(cases: Sequence[FitCase], start: auto.AutoConstants) -> FitResult:
+    """Coordinate search for the constants with the best :func:`score` (module docstring),
+    from ``start``; the cases are of one dtype."""
 
-    current = start or auto.constants()
-    before = best = score(cases, current, device)
+    current = start
+    before = best = score(cases, current)
     rounds = 0
     while rounds < MAX_ROUNDS:
         rounds += 1
@@ -228,7 +241,7 @@ def fit(
                     trial = base.replace(**{name: value})
                 except TeaalLoopsError:  # out of range (e.g. LARGE_ITEMS_MIN > LARGE_ITEMS_MAX)
                     continue
-                s = score(cases, trial, device)
+                s = score(cases, trial)
                 if s.better_than(best):  # strictly better: among equals the nearest stays
                     current, best, moved = trial, s, True
         if not moved:
@@ -236,40 +249,83 @@ def fit(
     return FitResult(current, before, best, rounds)
 
 
-def fit_document(doc: Mapping[str, Any], source: str) -> tuple[FitResult, dict[str, Any]]:
-    """Fit to a checked results document; also the ``fitted_from`` record of the new file."""
+@dataclass(frozen=True)
+class DtypeFit:
+    """The fit of one dtype's constants and the ``fitted_from`` record of its file section."""
 
-    cases = cases_of(doc)
-    if not cases:
+    dtype: str
+    result: FitResult
+    record: Mapping[str, Any]
+
+
+def fit_documents(
+    docs: Sequence[tuple[Mapping[str, Any], str]],
+    start: Mapping[str, auto.AutoConstants] | None = None,
+) -> list[DtypeFit]:
+    """Fit every dtype the checked results documents ``(doc, source)`` hold, their cases
+    pooled, from ``start`` (default: the shipped constants)."""
+
+    start = start or auto.constant_sets()
+    pooled = [(case, doc, source) for doc, source in docs for case in cases_of(doc)]
+    if not pooled:
+        where = docs[0][1] if docs else "--fit-auto"
         raise TeaalLoopsError("no case has row statistics and a valid timed variant to fit to",
-                              location=Location(source))
-    device = device_of(doc)
-    result = fit(cases, device)
-    record = {
-        "results": Path(source).name,
-        "date": doc.get("date"),
-        "device": device.name,
-        "command": doc.get("command"),
-        "cases": len(cases),
-        "objective": f"most cases with auto's device time within {FIT_SLACK:.2f}x of the best "
-        f"measured variant, then the smallest geometric mean of auto over best (a pick not "
-        f"measured counts {MISSING_RATIO}x); in-sample",
-        "before": result.before.as_dict(),
-        "after": result.after.as_dict(),
-    }
-    return result, record
+                              location=Location(where))
+    fits = []
+    for dtype in auto.DTYPES:
+        mine = [entry for entry in pooled if entry[0].dtype == dtype]
+        if not mine:
+            continue
+        cases = [case for case, _, _ in mine]
+        result = fit(cases, start[dtype])
+        sources = list(dict.fromkeys(source for _, _, source in mine))
+        runs = [doc for doc, source in docs if source in sources]
+        record = {
+            "results": [Path(source).name for source in sources],
+            "dates": [doc.get("date") for doc in runs],
+            "devices": [device_of(doc).name for doc in runs],
+            "commands": [doc.get("command") for doc in runs],
+            "cases": len(cases),
+            "objective": f"most cases with auto's device time within {FIT_SLACK:.2f}x of the "
+            f"best measured variant, then the smallest geometric mean of auto over best (a "
+            f"pick not measured counts {MISSING_RATIO}x); in-sample",
+            "before": result.before.as_dict(),
+            "after": result.after.as_dict(),
+        }
+        fits.append(DtypeFit(dtype, result, record))
+    return fits
 
 
-def write_constants(result: FitResult, record: Mapping[str, Any], path: str | Path) -> Path:
-    """Write the constants file that :func:`teaal_loops.auto.constants` reads."""
+def write_constants(
+    fits: Sequence[DtypeFit], path: str | Path, base: str | Path | None = None
+) -> Path:
+    """Write the constants file that :func:`teaal_loops.auto.constants` reads: the fitted
+    dtypes' sections, the others as ``base`` (default: the shipped file) has them."""
     import json
 
+    base = Path(base or auto.CONSTANTS_FILE)
+    sets = dict(auto.load_constant_sets(base))
+    records = _records(base)
+    for f in fits:
+        sets[f.dtype] = f.result.constants
+        records[f.dtype] = dict(f.record)
     out = Path(path)
-    text = json.dumps(auto.constants_document(result.constants, record), indent=1) + "\n"
+    text = json.dumps(auto.constants_document(sets, records), indent=1) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out)
     if out.resolve() == auto.CONSTANTS_FILE.resolve():
-        auto.constants.cache_clear()
+        auto.constant_sets.cache_clear()
     return out
+
+
+def _records(path: Path) -> dict[str, dict[str, Any]]:
+    """Each dtype's ``fitted_from`` in a constants file (a schema-1 file's one record for
+    both); the file was checked by :func:`teaal_loops.auto.load_constant_sets`."""
+    import json
+
+    doc = json.loads(path.read_text())
+    if doc.get("schema") == auto.CONSTANTS_SCHEMA_V1:
+        return dict.fromkeys(auto.DTYPES, dict(doc.get("fitted_from") or {}))
+    return {d: dict(doc[d].get("fitted_from") or {}) for d in auto.DTYPES}

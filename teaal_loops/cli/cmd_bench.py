@@ -93,9 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--plot", type=Path, metavar="FILE", help="also write a PNG plot")
     p.add_argument("--report", type=Path, metavar="JSON",
                    help="no GPU: regenerate --markdown / --plot from an existing results JSON")
-    p.add_argument("--fit-auto", type=Path, metavar="JSON",
-                   help="no GPU: refit auto's constants to a results JSON's measured times and "
-                   "write the constants file (see teaal_loops.bench.fit_auto)")
+    p.add_argument("--fit-auto", type=Path, nargs="+", metavar="JSON",
+                   help="no GPU: refit auto's constants to the measured times of results JSONs "
+                   "(pooled; each dtype they hold fitted on its own) and write the constants "
+                   "file (see teaal_loops.bench.fit_auto)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
@@ -159,23 +160,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fit_auto(args: argparse.Namespace) -> int:
-    """``--fit-auto JSON``: refit auto's constants, write them, say what moved."""
+    """``--fit-auto JSON...``: refit auto's constants, write them, say what moved."""
 
     if args.report or args.markdown or args.plot:
         raise TeaalLoopsError("--fit-auto writes only the constants file: drop --report, "
                               "--markdown and --plot")
     output = args.output or auto.CONSTANTS_FILE
     bench.check_output_path(output)
-    doc = bench.load(args.fit_auto, need_stats=True)
-    start = auto.constants()
-    result, record = fit_auto.fit_document(doc, str(args.fit_auto))
-    _writing(output, lambda: fit_auto.write_constants(result, record, output))
-    before, after = result.before, result.after
-    print(f"auto within {fit_auto.FIT_SLACK:.2f}x of the best: {before.within}/{before.of} -> "
-          f"{after.within}/{after.of} (geomean over best {before.geomean_ratio:.3f} -> "
-          f"{after.geomean_ratio:.3f}), {result.rounds} rounds")
-    for name, (old, new) in result.changed(start).items():
-        print(f"  {name}: {old} -> {new}")
+    docs = [(bench.load(path, need_stats=True), str(path)) for path in args.fit_auto]
+    start = auto.constant_sets()
+    fits = fit_auto.fit_documents(docs, start)
+    _writing(output, lambda: fit_auto.write_constants(fits, output))
+    for f in fits:
+        before, after = f.result.before, f.result.after
+        print(f"{f.dtype}: auto within {fit_auto.FIT_SLACK:.2f}x of the best: "
+              f"{before.within}/{before.of} -> {after.within}/{after.of} (geomean over best "
+              f"{before.geomean_ratio:.3f} -> {after.geomean_ratio:.3f}), {f.result.rounds} rounds")
+        for name, (old, new) in f.result.changed(start[f.dtype]).items():
+            print(f"  {name}: {old} -> {new}")
     print(f"constants: {output}")
     return 0
 

@@ -66,10 +66,12 @@ def test_float64_merge_path_shares_stay_within_the_staged_tile() -> None:
     assert auto.staged_merge_items(4) == 32 and auto.staged_merge_items(8) == 16
     assert auto.staged_merge_items(4, wide_offsets=True) == 16
     # choices below the cap are untouched, and other schedules are not merge-path's business
+    # (the same constants, float64's, on both sides: only the cap differs)
+    c64 = auto.constants(8)
     power = stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5)
-    assert auto.choose(power, H200, value_bytes=8) == auto.choose(power, H200)
+    assert auto.choose(power, H200, c64, value_bytes=8) == auto.choose(power, H200, c64)
     banded = stats(1 << 23, 32 << 23, cv=0.0)
-    assert auto.choose(banded, H200, value_bytes=8) == auto.choose(banded, H200)
+    assert auto.choose(banded, H200, c64, value_bytes=8) == auto.choose(banded, H200, c64)
 
 
 def test_large_regular_matrices_give_each_lane_a_few_nonzeros() -> None:

@@ -78,7 +78,7 @@ def test_auto_remembers_its_choice_and_prepared_matrix_per_matrix(
         np.testing.assert_allclose(kernel(A, x), A @ x, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(kernel(B, x), B @ x, rtol=1e-10, atol=1e-10)
     assert stats_calls == [A, B]
-    assert kernel.last_choice == auto.choose(auto.matrix_stats(B))
+    assert kernel.last_choice == auto.choose(auto.matrix_stats(B), value_bytes=8)  # float64
     chosen = kernel.kernel_for(A)
     assert kernel.last_choice.schedule == chosen.kind
     prepared = chosen.prepared_for(A)  # the chosen kernel remembers A too: prepared once
