@@ -203,10 +203,10 @@ __device__ __forceinline__ void teaal_suffix_scan(TeaalSuffixScan& s, int key, v
 // across chunks are added up in the block (a segmented sum, deterministic) and stored by the
 // chunk where the row starts.
 // Rows that cross a block boundary are carried (TeaalCarry below) where the runtime passes a
-// scratch (launches of few blocks): each block holding part of one writes its piece to the
-// launch stream's scratch, and the last of them to finish adds the pieces in block order and
-// stores the row; y needs no zeroing and every launch sums alike. With a null scratch (many
-// blocks, where the carries' waits cost more than zeroing y) they get an atomicAdd.
+// scratch (launches of few blocks): each block holding part of one publishes its piece in the
+// launch stream's scratch, and the block holding the row's last nonzero adds the pieces in
+// block order and stores the row; y needs no zeroing and every launch sums alike. With a null
+// scratch (many blocks, where zeroing y costs less than the carries) they get an atomicAdd.
 // Longer chunks (IPT > TEAAL_STAGED_IPT) are walked straight from the layout, with the block's
 // row boundaries staged in the same shared memory and one atomicAdd per chunk holding part of
 // a split row (y is zeroed first).
@@ -249,32 +249,69 @@ __device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int til
 }
 
 // The scratch of one launch stream (teaal_loops/runtime/scratch.py; zero when first made) for
-// rows split across blocks: per block b, count[b] is how many blocks have handed in their piece
-// of the split row that starts in b, tail[b] that piece of b's own, head[b] b's piece of its
-// first row when that row began in an earlier block.
+// rows split across blocks: per block b, tail[b] is b's piece of the split row that starts in
+// b, head[b] b's piece of its first row when that row began in an earlier block. A piece is
+// published as 32-bit halves, each in one 64-bit word beside a ready flag: a 64-bit store is
+// single-copy atomic, so whoever sees the flag sees the half, and publishing needs no fence
+// and no atomic. The block holding a row's last nonzero waits for the pieces of the blocks
+// before it, adds them in block order, stores the row and clears the words for the next
+// launch. It only ever waits on blocks of lower index, which the GPU dispatches before it (as
+// the decoupled look-back of single-pass scans relies on), so the waits cannot form a cycle.
+constexpr int TEAAL_PIECE_WORDS = (int)(sizeof(value_t) / 4);
+union TeaalPieceBits {
+  value_t value;
+  unsigned int half[TEAAL_PIECE_WORDS];
+};
 struct TeaalCarry {
-  unsigned int* count;
-  value_t* tail;
-  value_t* head;
+  unsigned long long* tail;
+  unsigned long long* head;
   __device__ __forceinline__ TeaalCarry(void* scratch, long long blocks) {
-    count = static_cast<unsigned int*>(scratch);
-    // the values start at the first multiple of 16 bytes after the counts
-    tail = reinterpret_cast<value_t*>(static_cast<char*>(scratch) + (blocks * 4 + 15) / 16 * 16);
-    head = tail + blocks;
+    tail = static_cast<unsigned long long*>(scratch);
+    head = tail + blocks * TEAAL_PIECE_WORDS;
   }
-  // This block has written its piece of row r (nonzeros in blocks s .. e): count it in at s.
-  // The block that brings the count to e - s + 1 adds the pieces in block order (s's tail,
-  // then the heads of s + 1 .. e), stores the row and resets the count for the next launch.
-  __device__ __forceinline__ void hand_in(long long s, long long e, offset_t r, YVec y) const {
-    __threadfence();  // this block's piece is visible before the count that announces it
-    const unsigned int before = atomicAdd(count + s, 1u);
-    if (before != (unsigned int)(e - s)) return;
-    __threadfence();  // the other pieces, announced by the count, are read after it
-    value_t sum = __ldcg(tail + s);
-    #pragma unroll 8
-    for (long long b = s + 1; b <= e; ++b) sum += __ldcg(head + b);
-    y[r] = sum;
-    count[s] = 0;
+  __device__ __forceinline__ static void publish(unsigned long long* slot, value_t piece) {
+    TeaalPieceBits bits;
+    bits.value = piece;
+    volatile unsigned long long* words = slot;
+    #pragma unroll
+    for (int w = 0; w < TEAAL_PIECE_WORDS; ++w) words[w] = (1ull << 32) | bits.half[w];
+  }
+  // Row r's nonzeros lie in blocks s .. e, e being this block, whose own piece is `mine`.
+  // The pieces are read 8 blocks at a time, all loads in flight together; a word not yet
+  // published is read again until it is.
+  __device__ __forceinline__ void finish(long long s, long long e, offset_t r, value_t mine,
+                                         YVec y) const {
+    value_t sum = 0;
+    for (long long b0 = s; b0 < e; b0 += 8) {
+      unsigned long long word[8][TEAAL_PIECE_WORDS];
+      #pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (b0 + i < e) {
+          volatile unsigned long long* words = piece_of(s, b0 + i);
+          #pragma unroll
+          for (int w = 0; w < TEAAL_PIECE_WORDS; ++w) word[i][w] = words[w];
+        }
+      }
+      #pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (b0 + i < e) {
+          volatile unsigned long long* words = piece_of(s, b0 + i);
+          TeaalPieceBits bits;
+          #pragma unroll
+          for (int w = 0; w < TEAAL_PIECE_WORDS; ++w) {
+            while ((word[i][w] >> 32) == 0) word[i][w] = words[w];
+            bits.half[w] = (unsigned int)word[i][w];
+            words[w] = 0ull;
+          }
+          sum = b0 + i == s ? bits.value : sum + bits.value;
+        }
+      }
+    }
+    y[r] = sum + mine;
+  }
+  // Block b's piece of the row whose first nonzero is in block s.
+  __device__ __forceinline__ unsigned long long* piece_of(long long s, long long b) const {
+    return (b == s ? tail : head) + b * TEAAL_PIECE_WORDS;
   }
 };
 
@@ -415,8 +452,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
             if (last == (long long)blockIdx.x) {
               y[r] = total;  // every nonzero of it is here
             } else {
-              carry.tail[blockIdx.x] = total;
-              carry.hand_in(blockIdx.x, last, r, y);
+              TeaalCarry::publish(carry.piece_of(blockIdx.x, blockIdx.x), total);
             }
           }
         }
@@ -429,10 +465,14 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
         if (row_nnz > 0 && carried) {  // its blocks: where it starts .. its last nonzero's
           const offset_t r = first_row;
           const long long first = ((long long)tile[teaal_slot(0)].bound + r) / block_items;
+          // (no row ends in this block: r is also its last row, whose end is tail_row_end)
           const long long last = ((long long)(tile_rows > 0 ? tile[teaal_slot(1)].bound
-                                                            : A.tile_end(r)) + r - 1) / block_items;
-          carry.head[blockIdx.x] = suffix;
-          carry.hand_in(first, last, r, y);
+                                                            : tail_row_end) + r - 1) / block_items;
+          if (last == (long long)blockIdx.x) {
+            carry.finish(first, last, r, suffix, y);
+          } else {
+            TeaalCarry::publish(carry.piece_of(first, blockIdx.x), suffix);
+          }
         }
       }
     }

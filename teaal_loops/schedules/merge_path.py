@@ -8,9 +8,12 @@ of the same source (:data:`PARTITION_KERNEL`, into ``block_rows``), as cuSPARSE'
 ``cusparseSpMV_preprocess`` does: a launch reads two numbers where it searched before (on an
 H100, rmat-s23 1,613 -> 1,447 us and longrows 579 -> 532 us at 8 and 32 items a thread). In
 SpMV with staged tiles in at most :data:`CARRY_MAX_BLOCKS` blocks a row that crosses a block
-boundary is *carried*: its pieces go to the launch stream's scratch and the last block
-holding one adds them in block order (no atomics, so ``y`` needs no zeroing, which cost a
-second launch of 5 to 6 us on small matrices, and every launch gives the same bits). Larger
+boundary is *carried*: its pieces are published in the launch stream's scratch, each half
+of a value beside a ready flag in one 64-bit word, and the block holding the row's last
+nonzero waits for them and adds them in block order (no atomics and no fences, so ``y`` needs
+no zeroing, which cost a second launch of 5 to 6 us on small matrices, and every launch gives
+the same bits; an earlier protocol, where the last block to count itself in with a fence and an
+atomic added them, cost 1.2 to 2.2 us a launch on small graphs, H100). Larger
 launches, SpMM and the direct walk of long chunks add split rows atomically into a zeroed
 output.
 
@@ -31,7 +34,7 @@ from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.schedules.definition import IntArray, PreparedArray, SplitCost, atom_tiles
 from teaal_loops.schedules.flat import DEFAULT_ITEMS_PER_THREAD, FlatSchedule
 from teaal_loops.schedules.registry import register_schedule
-from teaal_loops.types import KernelParam, MatrixShape, ceil_div
+from teaal_loops.types import KernelParam, MatrixShape
 
 DEFAULT_MERGE_ITEMS_LARGE = 16  # past MERGE_LARGE_ITEMS merge items (rows + nnz)
 MERGE_LARGE_ITEMS = 2_000_000
@@ -46,10 +49,14 @@ SCRATCH = KernelParam(
     "the launch stream's scratch for rows split across blocks (zero between launches)",
 )
 # SpMV carries split rows across blocks up to this many blocks (two waves of 128-thread blocks
-# on an H100): each carry makes a block wait on a fence and an atomic that returns, which
-# across 40,000 blocks cost more than zeroing y (H100, float32, best merge-path, two suite runs
-# in BENCHMARKS.md: rmat-s23 1,568 us carried, 1,441 us with atomics; banded 1,318 against
-# 1,213), while below it the zeroing's second launch dominates.
+# on an H100): when each carry made a block wait on a fence and an atomic that returns (the
+# first protocol), across 40,000 blocks that cost more than zeroing y (H100, float32, best
+# merge-path, two suite runs in BENCHMARKS.md: rmat-s23 1,568 us carried, 1,441 us with
+# atomics; banded 1,318 against 1,213), while below it the zeroing's second launch dominates.
+# With the present protocol (a piece is one store, the row's last block waits for the pieces)
+# carrying every launch was still slower on the large classes, as blocks waiting on blocks
+# still running hold their SM slots: banded 1,110 -> 1,351 us, longrows 541 -> 582 us,
+# rmat-s23 1,448 -> 1,443 us (H100, float32, 8 items a thread, same run; BENCHMARKS.md).
 CARRY_MAX_BLOCKS = 4096
 STAGED_TILE_MAX_BYTES = 40960  # templates/schedules/merge_path.cu.j2: TEAAL_TILE_BYTES' cap
 STAGED_MAX_ITEMS = 32
@@ -136,8 +143,8 @@ class MergePath(FlatSchedule):
     def scratch_bytes(self, bound: BoundSchedule, value_bytes: int) -> int:
         if not self._carries(bound, value_bytes):
             return 0
-        blocks = bound.launch.blocks  # TeaalCarry: counts, padded to 16 bytes, then 2 values
-        return ceil_div(4 * blocks, 16) * 16 + 2 * blocks * value_bytes
+        # TeaalCarry: a tail and a head piece a block, each a 64-bit word per 32-bit half
+        return 2 * bound.launch.blocks * (value_bytes // 4) * 8
 
     def zeroes_output(self, bound: BoundSchedule, value_bytes: int) -> bool:
         return not self._carries(bound, value_bytes)

@@ -83,6 +83,10 @@ def _driver(cfg: KernelConfig) -> str:
         "{ threadIdx.x = t; KERNEL(ARGS); }"
     ).replace("KERNEL", cfg.kernel_name).replace("ARGS", args)
     prepare = prepare_code(cfg, args)
+    # the scratch as the last launch left it, after y and the owners
+    scratch_out = "".join(
+        f"  std::fwrite({p.name}_buf.data(), 1, {p.name}_n * sizeof({p.scalar_type}), o);\n"
+        for p in cfg.trailing_params())
     return f"""
 unsigned emu_block_threads = 0;
 static void read_raw(FILE* f, void* p, size_t n) {{
@@ -99,15 +103,22 @@ int main(int argc, char** argv) {{
 {chr(10).join(reads)}
   emu_block_threads = (unsigned)tpb;
 {prepare}  std::fclose(f);
+  // launches of the product (argv[3], default 1) over the same scratch, as a stream repeats
+  // them; y is restored between them, so a row a later launch misses shows
+  const int launches = argc > 3 ? std::atoi(argv[3]) : 1;
+  const std::vector<value_t> y_start = {out}_buf;
+  for (int launch = 0; launch < launches; ++launch) {{
+  {out}_buf = y_start;
   gridDim.x = (unsigned)blocks;
   for (long long b = 0; b < blocks; ++b) {{
     blockIdx.x = (unsigned)b;
 {run_block}
   }}
+  }}
   FILE* o = std::fopen(argv[2], "wb");
   std::fwrite({out}_buf.data(), sizeof(value_t), {out}_buf.size(), o);
   std::fwrite(owner_buf.data(), sizeof(int), owner_buf.size(), o);
-  std::fclose(o);
+{scratch_out}  std::fclose(o);
   return 0;
 }}
 """
@@ -138,13 +149,15 @@ def build(cfg: KernelConfig, options: tuple[str, ...] = ()) -> Path:
 class EmulationResult:
     y: np.ndarray[Any, Any]
     owner: np.ndarray[Any, Any]
+    scratch: bytes = b""  # the launch scratch after the last launch (empty: none)
 
 
 def run(
     cfg: KernelConfig, bound: BoundSchedule, A: sp.csr_matrix, x: np.ndarray[Any, Any],
-    *, timeout: float = 60.0,
+    *, timeout: float = 60.0, launches: int = 1,
 ) -> EmulationResult:
-    """Execute the kernel of ``cfg`` for ``bound`` on ``A`` and ``x`` (y pre-filled NaN or 0)."""
+    """Execute the kernel of ``cfg`` for ``bound`` on ``A`` and ``x`` (y pre-filled NaN or 0),
+    ``launches`` times over the same scratch (y restored between launches)."""
     from teaal_loops.runtime.kernel import schedule_arguments
 
     exe = build(cfg)
@@ -162,7 +175,8 @@ def run(
     }
     scalars: dict[str, int] = {"rows": rows, "cols": cols, "nnz": A.nnz}
     scalars.update(schedule_arguments(bound))
-    return execute(exe, cfg, bound, arrays, scalars, rows=rows, atoms=A.nnz, timeout=timeout)
+    return execute(exe, cfg, bound, arrays, scalars, rows=rows, atoms=A.nnz, timeout=timeout,
+                   launches=launches)
 
 
 def prepare_code(cfg: KernelConfig, args: str) -> str:
@@ -218,6 +232,7 @@ def execute(
     atoms: int,
     timeout: float = 60.0,
     env: dict[str, str] | None = None,
+    launches: int = 1,
 ) -> EmulationResult:
     """Run an emulator binary: write the launch geometry and every kernel argument in signature
     order (arrays as size + bytes, scalars as int64), read back y and the owners."""
@@ -235,8 +250,11 @@ def execute(
                 else:
                     f.write(np.array([scalars[p.name]], np.int64).tobytes())
             f.write(prepare_blocks(cfg, bound))
-        subprocess.run([str(exe), str(inp), str(out)], check=True, timeout=timeout, env=env)
+        subprocess.run([str(exe), str(inp), str(out), str(launches)], check=True,
+                       timeout=timeout, env=env)
         raw = out.read_bytes()
-    y = np.frombuffer(raw[: rows * value.itemsize], dtype=value).copy()
-    owner = np.frombuffer(raw[rows * value.itemsize :], dtype=np.int32).copy()
-    return EmulationResult(y=y, owner=owner[:atoms])
+    y_end = rows * value.itemsize
+    owner_end = y_end + 4 * max(arrays["owner"].size, 1)  # (read_array's one slot when empty)
+    y = np.frombuffer(raw[:y_end], dtype=value).copy()
+    owner = np.frombuffer(raw[y_end:owner_end], dtype=np.int32).copy()
+    return EmulationResult(y=y, owner=owner[:atoms], scratch=raw[owner_end:])

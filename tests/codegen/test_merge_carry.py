@@ -82,11 +82,53 @@ def test_rows_split_across_blocks_are_carried_without_zeroing(dtype: str, items:
                      for r in range(A.shape[0]) if A.indptr[r + 1] > A.indptr[r])
         assert widest + 1 >= (8 if items == 1 else 3)  # one row's pieces in that many blocks
         x = np.random.default_rng(seed).uniform(-1, 1, A.shape[1])
-        result = emu.run(make_config(schedule, dtype=dtype, bound=bound), bound, A, x)
+        cfg = make_config(schedule, dtype=dtype, bound=bound)
+        result = emu.run(cfg, bound, A, x)
         assert not np.isnan(result.y).any(), "a row was never stored"
         tol = 1e-4 if dtype == "float32" else 1e-12
         np.testing.assert_allclose(result.y, A @ x, rtol=tol, atol=tol)
         np.testing.assert_array_equal(result.owner, simulate(bound, A, x).owner)
+        # every published piece was taken and its words cleared: the scratch is zero again,
+        # and a third launch over it stores the same bits
+        assert len(result.scratch) == definition.scratch_bytes(bound, value_bytes)
+        assert not any(result.scratch), "a carried piece was left in the scratch"
+        again = emu.run(cfg, bound, A, x, launches=3)
+        np.testing.assert_array_equal(again.y, result.y)
+        assert not any(again.scratch)
+
+
+def test_carried_pieces_are_added_in_block_order() -> None:
+    """The block holding a row's last nonzero adds the pieces in block order, the first
+    block's first, so every launch gives the same bits whichever block finished first. Row 1
+    spans 9 blocks; each block's piece is exact (one nonzero product in it, the rest zero) and
+    the pieces are chosen so that any other order of adding them gives another float32."""
+    schedule = hs.merge_path()
+    cols = 1200
+    lengths = np.array([3, 1100, 0, 2])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.arange(n) for n in lengths])
+    values = np.zeros(indptr[-1], np.float32)
+    values[indptr[3]:] = 1.0
+    bound = bind(schedule, MatrixShape(rows=len(lengths), cols=cols, nnz=len(values)), None,
+                 {"ITEMS_PER_THREAD": 1})
+    block_items = bound.launch.threads_per_block
+    nonzeros = np.arange(indptr[1], indptr[2])
+    blocks = (nonzeros + 1) // block_items  # merge item of nonzero a of row 1: a + 1
+    pieces = np.array([2.0**24, 1, -(2.0**24), 1, 3, -3, 0.5, 0.25, 0.125], np.float32)
+    assert sorted(set(blocks.tolist())) == list(range(len(pieces)))
+    for b, piece in enumerate(pieces):
+        values[nonzeros[blocks == b][0]] = piece
+    A = sp.csr_matrix((values, indices, indptr), shape=(len(lengths), cols))
+    x = np.ones(cols, np.float32)
+    result = emu.run(make_config(schedule, dtype="float32", bound=bound), bound, A, x)
+    in_order = np.float32(0)
+    for piece in pieces:
+        in_order = np.float32(in_order + piece)
+    reversed_order = np.float32(0)
+    for piece in pieces[::-1]:
+        reversed_order = np.float32(reversed_order + piece)
+    assert in_order != reversed_order  # the pieces tell the orders apart
+    assert result.y[1] == in_order
 
 
 def test_spmm_and_long_chunks_keep_atomics_into_a_zeroed_output() -> None:
