@@ -1,6 +1,9 @@
 """A case's best variant and the ``auto`` choice beside it: one rule for every schema version.
 
-``best`` is the fastest timed result by device median; ``auto`` is the result the chooser
+``best`` is the fastest timed result by device median among the generator's own kernels (a
+variant launching another source file or a patched text, marked ``experiment``, is compared
+in the tables but is not "ours"; it is best only where nothing else was timed); ``auto`` is
+the result the chooser
 picked, with its rule and reason and how far it is from the best (1.0: it is the best). The
 schemas differ only in what a summary of a result holds and what counts as timed, so both
 are passed in.
@@ -23,6 +26,7 @@ def best_and_auto(
 ) -> Result:
     """``{"best": {...}, "auto": {...}}`` for one case (module docstring)."""
     results = [r for r in case.get("results", []) if is_timed(r)]
+    results = [r for r in results if not r.get("experiment")] or results
     out: Result = {"best": None, "auto": None}
     if results:
         best = min(results, key=lambda r: median(r["kernel"]) or math.inf)

@@ -138,7 +138,7 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
             Measured(str(r.get("spec") or r["label"].split("[")[0]), dict(r.get("params") or {}),
                      dict(r.get("bound") or {}), float(r["kernel"]["median_ms"]))
             for r in case.get("results", [])
-            if timed(r) and r.get("layout", "csr") == "csr" and not _experiment(r["label"])
+            if timed(r) and r.get("layout", "csr") == "csr" and not _experiment(r)
         )
         if not variants:
             continue
@@ -154,10 +154,12 @@ def cases_of(doc: Mapping[str, Any]) -> list[FitCase]:
     return out
 
 
-def _experiment(label: str) -> bool:
+def _experiment(result: Mapping[str, Any]) -> bool:
     """A tuning experiment's variant (``@t256`` block size, ``+file`` source or patch,
-    ``+l2persist``): not a kernel auto can pick, so neither its pick nor the best."""
-    return "+" in label or "@" in label
+    ``+l2persist``; older documents mark it in the label only): not a kernel auto can pick,
+    so neither its pick nor the best."""
+    label = str(result.get("label", ""))
+    return bool(result.get("experiment")) or "+" in label or "@" in label
 
 
 def device_of(doc: Mapping[str, Any]) -> auto.DeviceInfo:

@@ -145,6 +145,8 @@ def guarded_variant(variant: Any, measure: Any) -> dict[str, Any]:
         "params": dict(variant.params),
         "layout": variant.layout,
     }
+    if not getattr(variant, "generated", True):  # launches a source file or a patched text
+        result["experiment"] = True
     try:
         result.update(measure())
     except TeaalLoopsError as err:

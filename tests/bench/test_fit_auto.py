@@ -253,3 +253,18 @@ def test_cli_fit_auto_errors_are_one_line(tmp_path: Path, argv: list[str], messa
     assert main(["bench", *(a.format(**names) for a in argv)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_experiment_variants_are_neither_picks_nor_the_best() -> None:
+    """A ``--source`` / patched kernel (or another block size) is not one auto can choose:
+    the fit drops it, so the best it compares a pick with is one of ours."""
+    doc = synthetic_run()
+    first = doc["cases"][0]
+    fastest = min(r["kernel"]["median_ms"] for r in first["results"])
+    for label, mark in (("merge_path+old.cu", {"experiment": True}),
+                        ("merge_path@t256", {}), ("merge_path+l2persist", {})):
+        extra = _variant(auto.AutoChoice("merge_path", auto.MERGE_SPEC), fastest / 2)
+        first["results"].append({**extra, "label": label, **mark})
+    case = fit_auto.cases_of(doc)[0]
+    assert case.best_ms == fastest
+    assert len(case.variants) == len(first["results"]) - 3

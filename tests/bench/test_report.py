@@ -36,6 +36,18 @@ def test_capped_and_failed_variants_are_never_best() -> None:
     assert case_best_and_auto(case("n", "corpus", 0.05, 0.01, [failed]))["best"] is None
 
 
+def test_a_variant_launching_another_source_is_compared_but_never_best() -> None:
+    """``--source`` and patched variants (marked ``experiment``) time other kernels beside
+    ours: the best is ours unless nothing of ours was timed."""
+    old = result("merge_path+old.cu", 0.010, 0.010)
+    old["experiment"] = True
+    ours = result("merge_path", 0.011, 0.011)
+    assert case_best_and_auto(case("m", "corpus", 0.05, 0.01, [old, ours]))["best"]["label"] \
+        == "merge_path"
+    alone = case_best_and_auto(case("n", "corpus", 0.05, 0.01, [old]))
+    assert alone["best"]["label"] == "merge_path+old.cu"
+
+
 def test_targets_report_misses_with_their_margins() -> None:
     s = summarize(document())
     t = s["targets"]
