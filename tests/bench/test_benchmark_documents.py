@@ -45,3 +45,18 @@ def test_the_quoted_spmv_geomean_is_the_documents(name: str) -> None:
     assert row is not None
     quoted = float(row.group(1).split("|")[SPMV_COLUMNS.index(name)].strip(" *x"))
     assert quoted == pytest.approx(geomean, abs=0.005)
+
+
+LATEST_COLUMNS = {"spmv_h100_f32_publish": 2, "spmv_h100_f64_publish": 3}
+
+
+@pytest.mark.parametrize("name", sorted(LATEST_COLUMNS))
+def test_the_latest_spmv_geomean_is_the_documents(name: str) -> None:
+    """The latest table's geomean row (float32, float64 columns) against its documents."""
+    doc = read_document(REPO / "benchmarks" / f"{name}.json.gz")
+    ratios = [c["best"]["speedup"]["kernel"] for c in doc["cases"]]
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    row = re.search(r"^\| \*\*geomean, latest\*\* \|(.*)\|$", TEXT, re.M)
+    assert row is not None
+    quoted = float(row.group(1).split("|")[LATEST_COLUMNS[name]].strip(" *x"))
+    assert quoted == pytest.approx(geomean, abs=0.005)
