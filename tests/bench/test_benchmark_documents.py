@@ -47,16 +47,22 @@ def test_the_quoted_spmv_geomean_is_the_documents(name: str) -> None:
     assert quoted == pytest.approx(geomean, abs=0.005)
 
 
-LATEST_COLUMNS = {"spmv_h100_f32_publish": 2, "spmv_h100_f64_publish": 3}
+LATEST_COLUMNS = {  # document: (the geomean row's label, its column)
+    "spmv_h100_f32_publish": ("geomean, latest", 2),
+    "spmv_h100_f64_publish": ("geomean, latest", 3),
+    "spmv_h200_f32_publish": ("geomean, latest H200", 0),
+    "spmv_h200_f64_publish": ("geomean, latest H200", 1),
+}
 
 
 @pytest.mark.parametrize("name", sorted(LATEST_COLUMNS))
 def test_the_latest_spmv_geomean_is_the_documents(name: str) -> None:
-    """The latest table's geomean row (float32, float64 columns) against its documents."""
+    """The latest tables' geomean rows (float32, float64 columns) against their documents."""
     doc = read_document(REPO / "benchmarks" / f"{name}.json.gz")
     ratios = [c["best"]["speedup"]["kernel"] for c in doc["cases"]]
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    row = re.search(r"^\| \*\*geomean, latest\*\* \|(.*)\|$", TEXT, re.M)
+    label, column = LATEST_COLUMNS[name]
+    row = re.search(rf"^\| \*\*{re.escape(label)}\*\* \|(.*)\|$", TEXT, re.M)
     assert row is not None
-    quoted = float(row.group(1).split("|")[LATEST_COLUMNS[name]].strip(" *x"))
+    quoted = float(row.group(1).split("|")[column].strip(" *x"))
     assert quoted == pytest.approx(geomean, abs=0.005)
