@@ -62,6 +62,13 @@ struct YVec {
 #endif
 static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+// Element c of each of the block's TB columns of B, into b.
+template <int TB>
+__device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,
+                                                   value_t (&b)[TB]) {
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
+}
 #define TEAAL_GROUP_SIZE 32
 #define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 
@@ -171,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
   // read neighbouring elements of a dense row. Each thread then loops over its elements
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
   // up to TEAAL_DENSE_BLOCK of its steps at once: one walk of its atoms serves columns
-  // n_j = (step0 + j) * DS + slot of B and of the output, j < TB.
+  // n_j = (step0 + j) * dense_space + teaal_dense_slot of B and of the output, j < TB.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t teaal_dense_slot = teaal_thread / 32 % dense_space;
   const offset_t teaal_worker_thread =
@@ -185,9 +192,9 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
     YVec teaal_y[TB];  // column teaal_n[j] of the output
     #pragma unroll
     for (int j = 0; j < TB; ++j) {
-      const long long nj = (long long)(teaal_step0 + j) * dense_space + teaal_dense_slot;
+      const long long nj = ((long long)teaal_step0 + j) * dense_space + teaal_dense_slot;
       teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
-      teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_step0 * dense_space + teaal_dense_slot;
+      teaal_n[j] = teaal_live[j] ? (offset_t)nj : (teaal_step0) * dense_space + teaal_dense_slot;
       teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
       teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
     }
@@ -216,8 +223,10 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         const value_t v = A.atom_val(a + u * TEAAL_GROUP_SIZE);  // loaded once for the block's TB columns
         const index_t c = A.atom_col(a + u * TEAAL_GROUP_SIZE);
+        value_t column[TB];  // B[c, n_j]
+        teaal_load_columns(teaal_x, c, column);
         #pragma unroll
-        for (int j = 0; j < TB; ++j) product[u][j] = v * __ldg(teaal_x[j] + c);
+        for (int j = 0; j < TB; ++j) product[u][j] = v * column[j];
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
@@ -238,8 +247,10 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
         const offset_t at = a + u * TEAAL_GROUP_SIZE;
         const value_t v = A.atom_val(at < end ? at : a);  // loaded once for the block's TB columns
         const index_t c = A.atom_col(at < end ? at : a);
+        value_t column[TB];  // B[c, n_j]
+        teaal_load_columns(teaal_x, c, column);
         #pragma unroll
-        for (int j = 0; j < TB; ++j) product[u][j] = v * __ldg(teaal_x[j] + c);
+        for (int j = 0; j < TB; ++j) product[u][j] = v * column[j];
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
@@ -264,10 +275,10 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
   };
   offset_t teaal_step = 0;
   for (; dense_time - teaal_step >= 2; teaal_step += TEAAL_DENSE_BLOCK) {
-    if (teaal_step * dense_space + teaal_dense_slot >= dense_n) return;
+    if ((teaal_step) * dense_space + teaal_dense_slot >= dense_n) return;
     teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);
   }
-  if (teaal_step < dense_time && teaal_step * dense_space + teaal_dense_slot < dense_n) {
+  if (teaal_step < dense_time && (teaal_step) * dense_space + teaal_dense_slot < dense_n) {
     teaal_body(TeaalBlock<1>{}, teaal_step);
   }
 }

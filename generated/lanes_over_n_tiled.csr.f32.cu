@@ -61,6 +61,13 @@ struct YVec {
 #endif
 static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+// Element c of each of the block's TB columns of B, into b.
+template <int TB>
+__device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,
+                                                   value_t (&b)[TB]) {
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
+}
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -157,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
   // read neighbouring elements of a dense row. Each thread then loops over its elements
   // n = step * DS + slot of the dense rank (its time part), running the schedule's body for
   // up to TEAAL_DENSE_BLOCK of its steps at once: one walk of its atoms serves columns
-  // n_j = (step0 + j) * DS + slot of B and of the output, j < TB.
+  // n_j = (step0 + j) * dense_space + teaal_dense_slot of B and of the output, j < TB.
   const offset_t teaal_thread = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   const offset_t teaal_dense_slot = teaal_thread % dense_space;
   const offset_t teaal_worker_thread = teaal_thread / dense_space;
@@ -170,9 +177,9 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
     YVec teaal_y[TB];  // column teaal_n[j] of the output
     #pragma unroll
     for (int j = 0; j < TB; ++j) {
-      const long long nj = (long long)(teaal_step0 + j) * dense_space + teaal_dense_slot;
+      const long long nj = ((long long)teaal_step0 + j) * dense_space + teaal_dense_slot;
       teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
-      teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_step0 * dense_space + teaal_dense_slot;
+      teaal_n[j] = teaal_live[j] ? (offset_t)nj : (teaal_step0) * dense_space + teaal_dense_slot;
       teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
       teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
     }
@@ -191,9 +198,11 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
     for (offset_t a = A.tile_begin(m); a < end; ++a) {
       const value_t v = A.atom_val(a);  // loaded once for the block's TB columns
       const index_t c = A.atom_col(a);
+      value_t column[TB];  // B[c, n_j]
+      teaal_load_columns(teaal_x, c, column);
       #pragma unroll
       for (int j = 0; j < TB; ++j) {
-        acc[j] += v * __ldg(teaal_x[j] + c);  // accumulate(acc[j], m, a, teaal_x[j], ...)
+        acc[j] += v * column[j];  // accumulate(acc[j], m, a, teaal_x[j], ...)
         if (TEAAL_TRACE && teaal_live[j]) {
           const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
           TEAAL_OWN(a);
@@ -208,10 +217,10 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
   };
   offset_t teaal_step = 0;
   for (; dense_time - teaal_step >= 2; teaal_step += TEAAL_DENSE_BLOCK) {
-    if (teaal_step * dense_space + teaal_dense_slot >= dense_n) return;
+    if ((teaal_step) * dense_space + teaal_dense_slot >= dense_n) return;
     teaal_body(TeaalBlock<TEAAL_DENSE_BLOCK>{}, teaal_step);
   }
-  if (teaal_step < dense_time && teaal_step * dense_space + teaal_dense_slot < dense_n) {
+  if (teaal_step < dense_time && (teaal_step) * dense_space + teaal_dense_slot < dense_n) {
     teaal_body(TeaalBlock<1>{}, teaal_step);
   }
 }

@@ -234,6 +234,8 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         # Atoms are the matrix's nonzeros, each in its tile's row, given by atom_col/atom_val
         # (the layouts serving SDDMM): blocked SpMM loads an atom's value and column once.
         "atoms_are_nonzeros": "sddmm" in get_layout(cfg.layout).forms,
+        # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
+        "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
         **definition.template_context(cfg.schedule),
     }
     source = template.render(context)

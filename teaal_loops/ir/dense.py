@@ -7,7 +7,13 @@ definitions see:
 * unsplit, in ``time``: every thread loops over the whole rank (the loops SpMM specs);
 * unsplit, in ``space``: one thread per element of the rank within each worker;
 * split by one ``uniform_shape(S)``: ``N1`` in time and ``N0`` in space (a worker's ``S``
-  threads each loop over every ``S``-th element), or both in time.
+  threads each loop over every ``S``-th element: ``n = step * DS + slot``), or both in time;
+* split, ``N1`` in space and ``N0`` in time (*contiguous*): a worker's ``ceil(D / S)``
+  threads each loop over ``S`` neighbouring elements, ``n = slot * S + step``. Where the ``S``
+  elements of a row of ``B`` are 16 or 32 bytes and aligned, the register-blocked kernels
+  read them with one or two vector loads (the runtime's build, ``TEAAL_DENSE_VECTOR``): at
+  ``N = 32`` in float32, 8 threads a worker each load a ``float4``, four workers share a warp
+  (specs/spmm/nonzero_split_vec.yaml says what that measured).
 
 SDDMM's summed rank ``K`` goes in space only split, ``K: [uniform_shape(S)]`` with ``K0`` in
 space and ``K1`` in time, ``S`` a power of two of at most 32 compiled into the kernel
@@ -25,10 +31,12 @@ source): T accumulators, each atom's value and column loaded once, the same atom
 order for every element, so the rule above holds block by block; merge-path SpMM walks them
 once per step. docs/design.md describes the blocked loop.
 The dense rank's space part is numbered after the worker's ranks and before a group's lanes:
-``thread = (worker * DS + n0) * G + lane``, which puts neighbouring elements of a dense row in
-neighbouring threads (coalesced loads). A spec that orders the space ranks otherwise is
-refused, as are a dense rank in space on merge-path (its blocks cut the merge of row ends
-and nonzeros into one share per thread and reduce rows across the block's threads), a summed
+``thread = (worker * DS + slot) * G + lane`` with ``slot = n mod DS`` (``N0`` in space) or
+``n div S`` (contiguous), which puts neighbouring elements of a dense row (or runs of them) in
+neighbouring threads (coalesced loads); :func:`dense_slots` computes the slot. A spec that
+orders the space ranks otherwise is refused, as are a dense rank in space on merge-path (its
+blocks cut the merge of row ends and nonzeros into one share per thread and reduce rows across
+the block's threads), a summed
 dense rank (SDDMM's K) in space on the chunked schedules (their SDDMM kernels sum it in one
 thread) or unsplit (its size, which the shuffle tree's width would be, is known only at
 launch). Work-oriented SpMM takes ``N`` or ``N0`` in space (nonzero splitting, as cuSPARSE's
@@ -109,10 +117,13 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
             f"rank {missing[0]} (the dense rank {name}) is in neither space nor time",
             key_path=ctx.key("spacetime"),
         )
-    if split is not None and f"{name}1" in space:
+    contiguous = split is not None and f"{name}1" in space
+    if contiguous and (reduce or f"{name}0" in space):
         raise ctx.refuse(
-            f"rank {name}1 is in space: only {name}0 (the element within a tile of {name}) "
-            "may be, numbered after the worker",
+            f"rank {name}1 is in space with {name}0 in space too or {name} summed per "
+            f"nonzero: either {name}0 is in space ({name}1 in time: each thread handles every "
+            f"S-th element), or {name}1 is in space and {name}0 in time (each thread handles "
+            f"S neighbouring elements of {name}, not summed)",
             key_path=ctx.key("spacetime", "space"),
         )
     if space and reduce:
@@ -128,12 +139,17 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
         )
         for r in names
     )
+    if contiguous:
+        time_rank: str | None = f"{name}0"
+    else:
+        time_rank = f"{name}1" if split is not None else (name if time else None)
     rank = DenseRank(
         name,
         space=space[0] if space else None,
-        time=(f"{name}1" if split is not None else (name if time else None)),
+        time=time_rank,
         split=split,
         reduce=reduce,
+        contiguous=contiguous,
     )
     rest = replace(
         ctx,
@@ -224,6 +240,13 @@ def lane_tree_sum(partials: Any) -> Any:
         p[..., :offset] = p[..., :offset] + p[..., offset:2 * offset]
         offset //= 2
     return p[..., 0]
+
+
+def dense_slots(n: Any, dense_space: int, dense_time: int, contiguous: bool) -> Any:
+    """The slot (thread of a worker along the dense rank) of dense index ``n`` (an int or a
+    NumPy array): ``n mod DS`` where ``N0`` is in space, ``n div DT`` where the placement is
+    contiguous (module docstring)."""
+    return n // dense_time if contiguous else n % dense_space
 
 
 def _extent(rank: str, name: str, split: int | str | None) -> str:

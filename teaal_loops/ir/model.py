@@ -96,9 +96,12 @@ class DenseRank:
 
     Unsplit, the rank is all space (``space == name``) or all time. Split by
     ``uniform_shape(S)``, its upper rank ``N1`` is time and ``N0`` space: a thread handles
-    ``n = n1 * S + n0`` for every ``n1``. The space part is the fastest-varying digit of the
-    worker's threads (before a group's lanes), so neighbouring threads read neighbouring
-    elements of a dense row. ``reduce``: the rank is summed per atom (SDDMM's K).
+    ``n = n1 * S + n0`` for every ``n1`` (strided). Or, ``contiguous``, ``N1`` is space and
+    ``N0`` time: a thread handles the ``S`` neighbouring elements ``n = n1 * S + n0`` of its
+    ``n1``, which it can read with one vector load. The space part is the fastest-varying digit
+    of the worker's threads (before a group's lanes), so neighbouring threads read neighbouring
+    elements (or runs of them) of a dense row. ``reduce``: the rank is summed per atom
+    (SDDMM's K).
     """
 
     name: str
@@ -106,6 +109,7 @@ class DenseRank:
     time: str | None = None
     split: int | str | None = None
     reduce: bool = False
+    contiguous: bool = False  # N1 in space, N0 in time: a thread's elements are neighbours
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ def _form_json(s: Schedule) -> dict[str, Any]:
             "time": dense.time,
             "split": dense.split,
             "summed": dense.reduce,
+            "contiguous": dense.contiguous,
         },
     }
 
@@ -182,6 +183,16 @@ def _dense_text(d: DenseRank) -> str:
         )
     elif d.split is None:
         where = f"in time: every thread loops over all of {d.name} (DS = 1, DT = {d.name})"
+    elif d.contiguous:
+        where = (
+            f"split by uniform_shape({d.split}): {d.space} in space (DS = ceil({d.name}/"
+            f"{d.split}) threads for each worker), {d.time} in time (DT = {d.split} neighbouring "
+            f"indices a thread, read with vector loads where {d.name}'s rows allow)"
+        )
+        return (
+            f"{d.name} ({role}), {where}; thread = (worker * DS + {d.name.lower()} div DT) * G "
+            "+ lane"
+        )
     elif d.space:
         where = (
             f"split by uniform_shape({d.split}): {d.space} in space (DS = {d.split} threads for "

@@ -45,6 +45,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from teaal_loops.errors import ValidationError
+from teaal_loops.ir.dense import dense_slots
 from teaal_loops.ir.model import BoundSchedule, GpuLevel, RankBinding, Schedule
 from teaal_loops.layouts import TileView, tile_view
 from teaal_loops.matrix import as_csr
@@ -211,12 +212,19 @@ def atom_owners(bound: BoundSchedule, tile_ptr: npt.ArrayLike) -> IntArray:
 
 
 def dense_owners(bound: BoundSchedule, atom_owner: npt.ArrayLike) -> IntArray:
-    """The thread of every (atom, dense index): ``((o // G) * DS + n % DS) * G + o % G``,
-    shape (atoms, D) (module docstring)."""
+    """The thread of every (atom, dense index): ``((o // G) * DS + slot(n)) * G + o % G``,
+    shape (atoms, D), ``slot(n)`` being ``n % DS`` or, contiguous, ``n // DT`` (module
+    docstring; :func:`teaal_loops.ir.dense.dense_slots`)."""
     o = np.asarray(atom_owner, dtype=np.int64)[:, None]
     g, ds = bound.group_size, bound.dense_space
-    slot = np.arange(bound.dense_size, dtype=np.int64)[None, :] % ds
+    slot = dense_slots(np.arange(bound.dense_size, dtype=np.int64)[None, :], ds,
+                       bound.dense_time, _contiguous(bound))
     return ((o // g) * ds + slot) * g + o % g
+
+
+def _contiguous(bound: BoundSchedule) -> bool:
+    dense = bound.schedule.form.dense
+    return bool(dense is not None and dense.contiguous)
 
 
 def owners(bound: BoundSchedule, tile_ptr: npt.ArrayLike) -> IntArray:
@@ -382,11 +390,12 @@ def load_balance(
         return LoadBalance(base, max_atoms, nnz / base if base else 0.0, split, atomics, idle)
     d, ds = bound.dense_size, bound.dense_space
     per_slot, extra = divmod(d, ds)
-    busy_slots = ds if per_slot else extra  # slots with at least one index of the rank
+    # slots with at least one index of the rank (contiguous: every one, DS = ceil(D / DT))
+    busy_slots = ds if per_slot or _contiguous(bound) else extra
     threads = base * ds
     return LoadBalance(
         threads=threads,
-        max_atoms=max_atoms * (per_slot + (1 if extra else 0)),
+        max_atoms=max_atoms * bound.dense_time,  # the most indices a slot has
         mean_atoms=nnz * d / threads if threads else 0.0,
         split_rows=split,
         atomics=atomics * (1 if form.kind == "sddmm" else d),
@@ -399,7 +408,8 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     """Global thread id bound to a reference space stamp ``[(pos, coord), ...]`` (the spec's
     space order): tile levels by coordinate, lanes and chunks by position. A dense space rank
     (``N``, or ``N0`` of a split ``N``) names the slot ``coord mod DS`` of the worker's
-    threads: thread ``((o // G) * DS + slot) * G + o % G``."""
+    threads (``N1``, contiguous: the slot is its position, the tile's number): thread
+    ``((o // G) * DS + slot) * G + o % G``."""
     ranks = _space_order(bound.schedule)
     names = [r.name for r in ranks]
     if len(space) != len(names):
@@ -416,7 +426,11 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     rest = [name for j, name in enumerate(names) if j != i]
     own = definition.thread_of_stamp(bound, rest, [p for j, p in enumerate(space) if j != i])
     g, ds = bound.group_size, bound.dense_space
-    slot = int(coord[0] if isinstance(coord, tuple) else coord) % ds
+    if _contiguous(bound):  # N1 in space: the stamp's position is the tile, the thread's slot
+        pos, _ = space[i]
+        slot = int(pos[0] if isinstance(pos, tuple) else pos)
+    else:
+        slot = int(coord[0] if isinstance(coord, tuple) else coord) % ds
     return ((own // g) * ds + slot) * g + own % g
 
 

@@ -42,6 +42,11 @@ ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
 ATOMS_AHEAD = 8
 ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 WARP_THREADS = 32
+# A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
+# are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
+# TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2).
+DENSE_VECTOR_MACRO = "TEAAL_DENSE_VECTOR"
+VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
 
 _modules: dict[str, Any] = {}
 
@@ -131,26 +136,46 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def dense_options(source: str, space: int, time: int, chunk: int = 0) -> tuple[str, ...]:
+def dense_options(source: str, space: int, time: int, chunk: int = 0,
+                  vector: int = 0) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
     dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
     :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
-    than one group, where the kernel can load ahead. Asked at every dense launch, so
-    remembered."""
+    than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
+    the steps one vector load reads), blocks of that many steps read by vector loads. Asked at
+    every dense launch, so remembered."""
     ahead = time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD
-    return _dense_options(source, time == 1, ahead)
+    return _dense_options(source, time == 1, ahead, vector)
 
 
 @functools.lru_cache(maxsize=128)
-def _dense_options(source: str, one_step: bool, ahead: bool) -> tuple[str, ...]:
+def _dense_options(source: str, one_step: bool, ahead: bool, vector: int) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
         options += (SINGLE_STEP_OPTION,)
     if ahead and ATOMS_AHEAD_MACRO in source:
         options += (ATOMS_AHEAD_OPTION,)
+    if vector > 1 and not one_step and DENSE_VECTOR_MACRO in source:
+        options += (f"-D{DENSE_VECTOR_MACRO}=1", f"-D{DENSE_BLOCK_MACRO}={vector}")
     return options
+
+
+def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:
+    """The dense steps one thread reads with vector loads from ``operand`` (B, a CuPy
+    array), or 0: a contiguous placement whose ``time`` elements are 16 or 32 bytes of a
+    row-major row, every row starting 16-byte aligned, and a rank of ``size`` a multiple of
+    ``time`` (no thread's run passes the row's end)."""
+    if not contiguous or time < 2 or size % time:
+        return 0
+    itemsize = int(operand.dtype.itemsize)
+    strides = getattr(operand, "strides", (0, 0))
+    if time * itemsize not in VECTOR_BYTES or len(strides) != 2 or strides[1] != itemsize:
+        return 0
+    if strides[0] % 16 or int(operand.data.ptr) % 16:
+        return 0
+    return time
 
 
 def get_function(source: str, name: str, *, trace: bool = False,

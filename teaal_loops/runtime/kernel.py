@@ -246,13 +246,14 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 dense: tuple[int, int] | None = None) -> Any:
+                 dense: tuple[int, int] | tuple[int, int, int] | None = None) -> Any:
         """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
-        worker along the dense rank, steps each takes), whose build options follow from them
-        and the bound chunk size (backend.dense_options: blocks of one step, atoms loaded
-        ahead)."""
+        worker along the dense rank, steps each takes[, steps read by one vector load]), whose
+        build options follow from them and the bound chunk size (backend.dense_options:
+        blocks of one step, atoms loaded ahead, vector loads)."""
         options = () if dense is None else backend.dense_options(
-            prepared.source, *dense, chunk=prepared.bound.work_per_thread)
+            prepared.source, dense[0], dense[1], chunk=prepared.bound.work_per_thread,
+            vector=dense[2] if len(dense) > 2 else 0)
         key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
@@ -496,7 +497,11 @@ class Kernel:
             self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
             offset,
         )
-        fn = self.function(prepared, trace=owner is not None, dense=(space, time))
+        dense = self.schedule.form.dense
+        contiguous = bool(dense and dense.contiguous) and self.schedule.form.kind == "spmm"
+        vector = backend.vector_steps(contiguous, time, call.size, call.arrays[0]) \
+            if contiguous else 0
+        fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector))
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

@@ -18,6 +18,9 @@ from teaal_loops.schedules.registry import schedule_definition
 from teaal_loops.types import INT32_MAX, DeviceInfo, Launch, MatrixShape, ceil_div, index_bits
 
 DEFAULT_DENSE_SIZE = 8  # a free dense rank's size where no operand gives it (explain, generate)
+# S of a contiguous dense placement (N1 in space, N0 in time) left unbound: 16 bytes of
+# float32 a thread, one vector load (teaal_loops/ir/dense.py)
+DEFAULT_CONTIGUOUS = 4
 
 
 def bind(
@@ -59,7 +62,8 @@ def _bind_dense(
 ) -> BoundSchedule:
     """The dense rank's extents (:class:`teaal_loops.ir.model.DenseRank`), and a launch that
     gives each worker ``DS`` threads (times its lanes): all of the rank unsplit, ``min(S, size)``
-    for ``N0`` of ``uniform_shape(S)`` in space. SDDMM's summed ``K`` in space has ``DS = S``
+    for ``N0`` of ``uniform_shape(S)`` in space, ``ceil(size / S)`` (each ``DT = min(S, size)``
+    neighbouring elements) for ``N1`` in space. SDDMM's summed ``K`` in space has ``DS = S``
     (:func:`teaal_loops.ir.dense.reduce_lanes`: compiled in, checked here)."""
     dense = bound.schedule.form.dense
     if dense is None:
@@ -68,7 +72,17 @@ def _bind_dense(
     if size < 1:
         raise ParameterError(f"the dense rank {dense.name} has size {size}; it must be >= 1")
     params = dict(bound.params)
-    if dense.split is not None:
+    if dense.contiguous:  # N1 in space, N0 in time: S neighbouring elements a thread
+        split = (dense.split if isinstance(dense.split, int)
+                 else values.get(dense.split) if dense.split is not None else None)
+        split = DEFAULT_CONTIGUOUS if split is None else split
+        if split < 1:
+            raise ParameterError(f"{dense.split} = {split}: must be positive")
+        if isinstance(dense.split, str):
+            params[dense.split] = split
+        time = min(split, size)
+        space = ceil_div(size, time)
+    elif dense.split is not None:
         split = dense.split if isinstance(dense.split, int) else values.get(dense.split)
         if dense.reduce and dense.space:
             # SDDMM's K0 in space: S threads reduce by shuffles, S compiled into the kernel
@@ -90,7 +104,8 @@ def _bind_dense(
             space = min(split, size)
     else:
         space = size if dense.space else 1
-    time = ceil_div(size, space)
+    if not dense.contiguous:
+        time = ceil_div(size, space)
     if dense.split is not None and dense.space is None:
         time = size  # both digits in time: every n in turn
     old = bound.launch

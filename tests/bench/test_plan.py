@@ -82,8 +82,10 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
                                               "thread_per_nonzero[WORK_PER_THREAD=1]"]
     library, _ = plan.kernel_variants([], ("spmm",))
     assert [v.label for v in library["spmm"]] == [
-        "group_lanes_over_k", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]", "nonzero_split",
-        "nonzero_split[NNZ_PER_WORKER=8]", "nonzero_split[NNZ_PER_WORKER=128]"]
+        "group_lanes_over_k", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]",
+        "lanes_over_n_vec", "nonzero_split", "nonzero_split[NNZ_PER_WORKER=8]",
+        "nonzero_split[NNZ_PER_WORKER=128]", "nonzero_split_vec",
+        "nonzero_split_vec[NNZ_PER_WORKER=8]", "nonzero_split_vec[NNZ_PER_WORKER=128]"]
     assert all(v.layout == "csr" for v in library["spmm"])
     if loops.is_file():
         given, _ = plan.kernel_variants([loops], ("spmm",))

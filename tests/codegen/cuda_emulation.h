@@ -14,6 +14,9 @@
 #include <vector>
 
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
+// The 16-byte vector types of the kernels' vector loads (TEAAL_DENSE_VECTOR).
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx;
 inline dim3 gridDim;

@@ -65,7 +65,8 @@ def test_thread_and_group_mapped_spmm_walk_atoms_once_per_block(
     # CSR: the atom's value and column are loaded once, outside the loop over the block
     loads = re.findall(r"const value_t v = A\.atom_val\(([^)]*)\);", src)
     assert loads and all("j" not in at for at in loads)
-    assert "__ldg(teaal_x[j] + c)" in src
+    assert "teaal_load_columns(teaal_x, c, column);" in src  # one element of B per step
+    assert "for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);" in src
     assert "teaal_live[j]" in src  # stores and trace guarded per step
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
 
@@ -81,7 +82,8 @@ def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
     assert kernel.rindex("__syncthreads()") < kernel.index("auto teaal_body")
     assert "#ifndef TEAAL_ATOMS_AHEAD\n#define TEAAL_ATOMS_AHEAD 1\n" in src
     assert "#if TEAAL_ATOMS_AHEAD > 1" in kernel
-    assert "__ldg(teaal_x[j] + c)" in kernel and "b[u][j] = __ldg(teaal_x[j] + c)" in kernel
+    assert "teaal_load_columns(teaal_x, c, column);" in kernel
+    assert "teaal_load_columns(teaal_x, A.atom_col(a), b[u]);" in kernel  # the walk ahead
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
     # SpMM reads atoms through L1; SpMV streams them
     assert "return __ldg(p);" in src

@@ -36,6 +36,12 @@ SPMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
     # DS = 3 does not divide a block's 128 threads; chunks of 5 cross rows and blocks
     ("nonzero_split_small", REPO / "specs/spmm/nonzero_split.yaml",
      {"NNZ_PER_WORKER": 5, "N_LANES": 3}),
+    # contiguous runs of columns: at N = 8 the float32 runs are read by vector loads (one
+    # float4; N_VEC = 8: two), at 1 and 33 one by one
+    ("nonzero_split_vec", REPO / "specs/spmm/nonzero_split_vec.yaml", {}),
+    ("nonzero_split_vec8", REPO / "specs/spmm/nonzero_split_vec.yaml",
+     {"NNZ_PER_WORKER": 5, "N_VEC": 8}),
+    ("lanes_over_n_vec", REPO / "specs/spmm/lanes_over_n_vec.yaml", {}),
     ("loops_thread", LOOPS / "spmm_thread_mapped__cell08_0.yaml",
      {"NUM_TILES": 64, "NUM_THREADS": 16}),
     ("loops_group", LOOPS / "spmm_group_mapped__cell08_0.yaml",
@@ -86,7 +92,10 @@ def _expected_owner(kernel: Any, op: Any, size: int) -> np.ndarray[Any, Any]:
     atom = atom_owners(bound, view.tile_ptr)
     g, ds = bound.group_size, bound.dense_space
     n = np.arange(size, dtype=np.int64)
-    expected = ((atom[:, None] // g) * ds + (n[None, :] % ds)) * g + atom[:, None] % g
+    dense = kernel.schedule.form.dense
+    # the slot of n: n mod DS, or n div DT where a thread owns DT neighbouring columns
+    slot = n // bound.dense_time if dense is not None and dense.contiguous else n % ds
+    expected = ((atom[:, None] // g) * ds + slot[None, :]) * g + atom[:, None] % g
     # the rule written out here is the simulation's (atoms, D) owners too
     np.testing.assert_array_equal(owners(bound, view.tile_ptr), expected)
     return expected
@@ -150,6 +159,31 @@ def test_sddmm(case: str, matrix: str, dtype: str, width: int) -> None:
     np.testing.assert_array_equal(
         owner.get(), _expected_owner(kernel, C, width)
     )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_contiguous_runs_are_read_by_vector_loads_where_b_allows(dtype: str) -> None:
+    """At N = 32 the vector build runs for a C-ordered B and not for a view whose rows are
+    not 16-byte aligned; both give the same bits (the same sums in the same order: a
+    thread-mapped spec, whose rows have one owner)."""
+    import cupy
+
+    kernel = pipeline.compile(REPO / "specs/spmm/lanes_over_n_vec.yaml", dtype=dtype)
+    A = MATRICES["rmat"]
+    rng = np.random.default_rng(4)
+    wide = cupy.asarray(rng.uniform(-1, 1, (A.shape[1], 33)), dtype=dtype)
+    B = cupy.ascontiguousarray(wide[:, 1:])
+    aligned = kernel.bind_dense(A, (B,))
+    unaligned = kernel.bind_dense(A, (wide[:, 1:],))  # rows 33 elements apart
+    prepared = kernel.prepared_for(A)
+    assert aligned._fn is kernel.function(prepared, dense=(8, 4, 4))  # the vector build
+    assert unaligned._fn is kernel.function(prepared, dense=(8, 4, 0))
+    assert aligned._fn is not unaligned._fn
+    aligned.launch()
+    unaligned.launch()
+    np.testing.assert_array_equal(aligned.output.get(), unaligned.output.get())
+    want = A.astype(np.float64) @ B.get().astype(np.float64)
+    np.testing.assert_allclose(aligned.output.get(), want, rtol=1e-4, atol=1e-4)
 
 
 def test_dense_operand_of_the_wrong_shape_is_refused_naming_it() -> None:

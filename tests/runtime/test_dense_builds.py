@@ -107,6 +107,8 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
                                      no_owner=None, leading_args=())
+    call = types.SimpleNamespace(size=64, arrays=(None,))
     for time in (1, 2, 5):
-        kernel._dense_function(prepared, None, None, None, 32, time)
-    assert asked == [(32, 1), (32, 2), (32, 5)]
+        kernel._dense_function(prepared, call, None, None, 32, time)
+    # a strided placement never asks for vector loads (whatever B is)
+    assert asked == [(32, 1, 0), (32, 2, 0), (32, 5, 0)]
