@@ -151,6 +151,10 @@ class Kernel:
 
     @property
     def accumulates(self) -> bool:
+        """Whether the spec's mapping combines split tiles atomically (``Combine.ATOMIC``), so
+        that its launches may add into a zeroed output. Whether one prepared matrix's launches
+        do is ``prepared.accumulates``: merge-path SpMV of few blocks carries its split rows
+        and stores every row (no zeroing) although its mapping combines atomically."""
         return self.schedule.combine is Combine.ATOMIC
 
     @property

@@ -127,11 +127,8 @@ class ScheduleDefinition:
         """Refuse arguments whose arithmetic in the kernel would overflow ``limit``."""
 
     def prepared_arrays(self, bound: BoundSchedule) -> tuple[PreparedArray, ...]:
-        """Arrays among :meth:`kernel_params` computed once per prepared matrix on the device."""
-        return ()
-
-    def prepare_kernels(self, schedule: Schedule) -> tuple[str, ...]:
-        """The kernels of the source that fill :meth:`prepared_arrays`, in launch order."""
+        """Arrays among :meth:`kernel_params` computed once per prepared matrix on the device,
+        in launch order, each naming the kernel of the source that fills it."""
         return ()
 
     def trailing_params(self, schedule: Schedule) -> tuple[KernelParam, ...]:

@@ -123,9 +123,6 @@ class MergePath(FlatSchedule):
     def template_context(self, schedule: Schedule) -> dict[str, Any]:
         return {"partition_name": PARTITION_KERNEL}
 
-    def prepare_kernels(self, schedule: Schedule) -> tuple[str, ...]:
-        return (PARTITION_KERNEL,) if self._partitioned(schedule) else ()
-
     def prepared_arrays(self, bound: BoundSchedule) -> tuple[PreparedArray, ...]:
         if not self._partitioned(bound.schedule):
             return ()

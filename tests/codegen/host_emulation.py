@@ -191,8 +191,18 @@ def prepare_code(cfg: KernelConfig, args: str) -> str:
       for (unsigned t = 0; t < emu_block_threads; ++t) {{ threadIdx.x = t; {name}({args}); }}
     }} }}
 """
-        for name in cfg.definition.prepare_kernels(cfg.schedule)
+        for name in _prepare_kernels(cfg)
     )
+
+
+def _prepare_kernels(cfg: KernelConfig) -> list[str]:
+    """The kernels that fill the schedule's prepared arrays, in launch order: which they are
+    depends on the schedule, not on the matrix, so any binding names them."""
+    from teaal_loops.schedules import bind
+    from teaal_loops.types import MatrixShape
+
+    bound = bind(cfg.schedule, MatrixShape(rows=1, cols=1, nnz=1))
+    return [a.kernel for a in cfg.definition.prepared_arrays(bound)]
 
 
 def prepare_blocks(cfg: KernelConfig, bound: BoundSchedule) -> bytes:
