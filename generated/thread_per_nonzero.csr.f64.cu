@@ -41,6 +41,15 @@ typedef const value_t* __restrict__ XVec;
 typedef value_t* __restrict__ YVec;
 
 #define TEAAL_K_UNROLL 4  // steps of the K loop whose loads are in flight together
+// The runtime builds with TEAAL_DENSE_VECTOR = 1 where both factors run along K with unit
+// stride and every row of U and column of V starts 16-byte aligned (backend.sampled_vector):
+// dot() then reads them with 16-byte loads, summing the same products in the same order.
+#ifndef TEAAL_DENSE_VECTOR
+#define TEAAL_DENSE_VECTOR 0
+#endif
+template <class T> struct TeaalVector16;
+template <> struct TeaalVector16<float> { typedef float4 type; };
+template <> struct TeaalVector16<double> { typedef double2 type; };
 
 // SDDMM's dense factors: the row factor U[M, K] (u_data) and the column factor V[K, N]
 // (v_data), each read through two strides so that any storage order serves (a row-major U
@@ -59,6 +68,22 @@ struct TeaalFactors {
   __device__ __forceinline__ value_t dot(const value_t* urow, const value_t* vcol) const {
     value_t sum = 0;
     offset_t k = 0;
+#if TEAAL_DENSE_VECTOR
+    // u_k = v_k = 1 and aligned: two 16-byte loads of each factor in flight a step
+    typedef typename TeaalVector16<value_t>::type V;
+    constexpr int per = 16 / (int)sizeof(value_t);
+    for (; K - k >= 2 * per; k += 2 * per) {
+      union { V v; value_t e[per]; } u0, u1, v0, v1;
+      u0.v = __ldg(reinterpret_cast<const V*>(urow + k));
+      u1.v = __ldg(reinterpret_cast<const V*>(urow + k + per));
+      v0.v = __ldg(reinterpret_cast<const V*>(vcol + k));
+      v1.v = __ldg(reinterpret_cast<const V*>(vcol + k + per));
+      #pragma unroll
+      for (int i = 0; i < per; ++i) sum += u0.e[i] * v0.e[i];
+      #pragma unroll
+      for (int i = 0; i < per; ++i) sum += u1.e[i] * v1.e[i];
+    }
+#endif
     for (; K - k >= TEAAL_K_UNROLL; k += TEAAL_K_UNROLL) {
       value_t uk[TEAAL_K_UNROLL], vk[TEAAL_K_UNROLL];
       #pragma unroll

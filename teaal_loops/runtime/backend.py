@@ -44,7 +44,8 @@ ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 WARP_THREADS = 32
 # A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
 # are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
-# TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2).
+# TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2). SDDMM whose
+# threads sum all of K reads both factors so where :func:`sampled_vector` allows.
 DENSE_VECTOR_MACRO = "TEAAL_DENSE_VECTOR"
 VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
 
@@ -143,8 +144,9 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
     :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
     than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
-    the steps one vector load reads), blocks of that many steps read by vector loads. Asked at
-    every dense launch, so remembered."""
+    the steps one vector load reads), blocks of that many steps read by vector loads (SDDMM,
+    :func:`sampled_vector`: 1, its dot products read so). Asked at every dense launch, so
+    remembered."""
     ahead = time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD
     return _dense_options(source, time == 1, ahead, vector)
 
@@ -157,9 +159,25 @@ def _dense_options(source: str, one_step: bool, ahead: bool, vector: int) -> tup
         options += (SINGLE_STEP_OPTION,)
     if ahead and ATOMS_AHEAD_MACRO in source:
         options += (ATOMS_AHEAD_OPTION,)
-    if vector > 1 and not one_step and DENSE_VECTOR_MACRO in source:
-        options += (f"-D{DENSE_VECTOR_MACRO}=1", f"-D{DENSE_BLOCK_MACRO}={vector}")
+    if vector and DENSE_VECTOR_MACRO in source:
+        options += (f"-D{DENSE_VECTOR_MACRO}=1",)
+        if vector > 1 and DENSE_BLOCK_MACRO in source:  # SpMM: blocks of the vector's steps
+            options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
     return options
+
+
+def sampled_vector(u: Any, v: Any) -> int:
+    """1 where SDDMM's factors U[M, K] and V[K, N] (CuPy arrays) both run along K with unit
+    stride and every row of U and column of V starts 16-byte aligned, so that a thread's dot
+    product can read them with 16-byte loads; else 0."""
+    itemsize = int(u.dtype.itemsize)
+    us: tuple[int, ...] = tuple(getattr(u, "strides", ()))
+    vs: tuple[int, ...] = tuple(getattr(v, "strides", ()))
+    if len(us) != 2 or len(vs) != 2 or us[1] != itemsize or vs[0] != itemsize:
+        return 0
+    if us[0] % 16 or vs[1] % 16 or int(u.data.ptr) % 16 or int(v.data.ptr) % 16:
+        return 0
+    return 1
 
 
 def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:

@@ -502,9 +502,12 @@ class Kernel:
             offset,
         )
         dense = self.schedule.form.dense
-        contiguous = bool(dense and dense.contiguous) and self.schedule.form.kind == "spmm"
-        vector = backend.vector_steps(contiguous, time, call.size, call.arrays[0]) \
-            if contiguous else 0
+        if self.schedule.form.kind == "sddmm":
+            vector = backend.sampled_vector(*call.arrays)
+        elif dense is not None and dense.contiguous:
+            vector = backend.vector_steps(True, time, call.size, call.arrays[0])
+        else:
+            vector = 0
         fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector))
         return fn, prepared.leading_args + trailing
 

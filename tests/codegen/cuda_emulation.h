@@ -28,6 +28,16 @@ inline dim3 gridDim;
 #define __shared__ static
 
 template <class T> inline T __ldg(const T* p) { return *p; }
+// A 16-byte load must be 16-byte aligned on the GPU (else: misaligned address): abort here too.
+template <class V> inline V emu_load16(const V* p) {
+  if (reinterpret_cast<unsigned long long>(p) % 16) {
+    std::fprintf(stderr, "misaligned 16-byte load at %p\n", static_cast<const void*>(p));
+    std::abort();
+  }
+  return *p;
+}
+inline float4 __ldg(const float4* p) { return emu_load16(p); }
+inline double2 __ldg(const double2* p) { return emu_load16(p); }
 template <class T> inline T __ldcs(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }
 // Blocks run one after another, each thread's writes are seen by the next: no fence needed.

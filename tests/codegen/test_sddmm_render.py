@@ -194,7 +194,8 @@ def _nvcc(source: Path, *defines: str) -> tuple[str, int, str]:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
 def test_every_sddmm_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
-    """f32 and f64 with 32-bit offsets, the trace build of f64, and 64-bit offsets in f32."""
+    """f32 and f64 with 32-bit offsets, the trace build of f64, 64-bit offsets in f32, and
+    the vector build (16-byte loads of both factors) of each."""
     configs: list[tuple[str, KernelConfig]] = []
     for kind, layout in RENDER_CASES:
         schedule = sddmm_schedule(kind)
@@ -206,6 +207,7 @@ def test_every_sddmm_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.cu"
         path.write_text(render(cfg))
         jobs.append((path, ()))
+        jobs.append((path, ("-DTEAAL_DENSE_VECTOR=1",)))
         if cfg.dtype == "float64":
             jobs.append((path, ("-DTEAAL_TRACE=1",)))
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -395,11 +397,13 @@ RUN_IDS = [
 def _run_kernel(
     schedule: Schedule, layout: str, params: dict[str, int], dtype: str, bits: int,
     A: sp.csr_matrix, K: int, *, v_column_major: bool = False, sanitize: bool = False,
+    options: tuple[str, ...] = (),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Run the generated kernel on ``A`` with random factors U[M, K] and V[K, N]: its y and
     owners (atoms x K), the float64 SDDMM of the same (rounded) inputs, the simulation's
     owners. ``v_column_major`` stores V as V^T row-major (v_stride_k = 1); ``sanitize`` runs
-    an AddressSanitizer build, which aborts on any access outside an argument array."""
+    an AddressSanitizer build, which aborts on any access outside an argument array;
+    ``options``: the runtime's build options (a vector build, say)."""
     view = tile_view(layout, A)
     bound = bind(schedule, view.shape, None, params, dense_size=K)
     bound = dataclasses.replace(bound, index_bits=max(bits, bound.index_bits))
@@ -420,7 +424,7 @@ def _run_kernel(
         dense_n=K, u_stride_m=K, u_stride_k=1,
         v_stride_k=1 if v_column_major else cols, v_stride_n=K if v_column_major else 1,
     )
-    exe = layout_emulation.build(cfg, sanitize=sanitize)
+    exe = emu.build(cfg, options) if options else layout_emulation.build(cfg, sanitize=sanitize)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # the shim keeps its barriers
     result = emu.execute(exe, cfg, bound, arrays, scalars, rows=nnz, atoms=nnz * K, env=env)
     e = view.entries
@@ -499,3 +503,50 @@ def test_teaal_spec_kernel_values_and_owners_on_the_cpu(layout: str) -> None:
         assert (sim_owner == 0).all()  # no spacetime: one thread runs every row
         _check_run(y, owner, expected, sim_owner, "float64")
 
+
+
+VECTOR = ("-DTEAAL_DENSE_VECTOR=1",)
+
+
+@needs_cxx
+@pytest.mark.parametrize(("kind", "params", "dtype"), [
+    ("thread_mapped", {}, "float32"), ("thread_mapped", {}, "float64"),
+    ("group_mapped", {"G": 4}, "float64"), ("work_oriented", {"W": 3}, "float32"),
+    ("merge_path", {"I": 5}, "float64"),
+])
+def test_dot_products_read_by_16_byte_loads_give_the_same_bits(
+    kind: str, params: dict[str, int], dtype: str
+) -> None:
+    """The vector build (both factors along K with unit stride, rows aligned: V stored as
+    V^T) sums the same products in the same order as the scalar loads: the same bits, for K
+    a multiple of two vectors, with a scalar remainder, and shorter than one step. The shim
+    aborts on a misaligned 16-byte load."""
+    schedule = sddmm_schedule(kind)
+    per = 16 // np.dtype(dtype).itemsize
+    for A in (MATRICES["skewed"], MATRICES["rectangular"]):
+        for K in (4 * per, 2 * per + per, per):
+            plain = _run_kernel(schedule, "csr", params, dtype, 32, A, K, v_column_major=True)
+            vector = _run_kernel(schedule, "csr", params, dtype, 32, A, K,
+                                 v_column_major=True, options=VECTOR)
+            np.testing.assert_array_equal(vector[0], plain[0])
+            _check_run(*vector, dtype)
+
+
+def test_the_vector_build_needs_unit_k_strides_and_aligned_rows() -> None:
+    from types import SimpleNamespace
+
+    from teaal_loops.runtime import backend
+
+    def arr(strides: tuple[int, int], ptr: int = 4096, itemsize: int = 4) -> object:
+        return SimpleNamespace(dtype=np.dtype(f"f{itemsize}"), strides=strides,
+                               data=SimpleNamespace(ptr=ptr))
+
+    u, v_t = arr((128, 4)), arr((4, 128))  # U row-major, V stored as V^T: K = 32 along both
+    assert backend.sampled_vector(u, v_t) == 1
+    assert backend.sampled_vector(arr((256, 8), itemsize=8), arr((8, 256), itemsize=8)) == 1
+    assert backend.sampled_vector(u, arr((128, 4))) == 0  # V row-major: K is strided
+    assert backend.sampled_vector(arr((4, 128)), v_t) == 0  # U column-major
+    assert backend.sampled_vector(arr((132, 4)), v_t) == 0  # rows 33 elements apart
+    assert backend.sampled_vector(u, arr((4, 128), ptr=4100)) == 0  # misaligned start
+    source = render(make_config(sddmm_schedule("thread_mapped")))
+    assert backend.dense_options(source, 1, 32, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)

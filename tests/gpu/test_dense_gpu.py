@@ -186,6 +186,29 @@ def test_contiguous_runs_are_read_by_vector_loads_where_b_allows(dtype: str) -> 
     np.testing.assert_allclose(aligned.output.get(), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sddmm_dot_products_read_by_vector_loads_give_the_same_bits(dtype: str) -> None:
+    """thread_per_nonzero's factors, U row-major and B stored as B^T (the spec's order),
+    run along K with unit stride: the vector build reads them with 16-byte loads. A U whose
+    rows are not 16-byte aligned takes the scalar build; both give the same bits."""
+    import cupy
+
+    kernel = pipeline.compile(REPO / "specs/sddmm/thread_per_nonzero.yaml", dtype=dtype)
+    C = MATRICES["rmat"]
+    rng = np.random.default_rng(5)
+    wide = cupy.asarray(rng.uniform(-1, 1, (C.shape[0], 33)), dtype=dtype)
+    U = cupy.ascontiguousarray(wide[:, 1:])
+    B = cupy.asarray(rng.uniform(-1, 1, (32, C.shape[1])), dtype=dtype)
+    aligned = kernel.bind_dense(C, (U, B))
+    unaligned = kernel.bind_dense(C, (wide[:, 1:], B))  # rows 33 elements apart
+    prepared = kernel.prepared_for(C)
+    assert aligned._fn is not unaligned._fn
+    assert unaligned._fn is kernel.function(prepared, dense=(1, 32, 0))
+    aligned.launch()
+    unaligned.launch()
+    np.testing.assert_array_equal(aligned.output.get(), unaligned.output.get())
+
+
 def test_dense_operand_of_the_wrong_shape_is_refused_naming_it() -> None:
     import cupy
 
