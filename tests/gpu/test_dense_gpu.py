@@ -198,12 +198,16 @@ def test_sddmm_dot_products_read_by_vector_loads_give_the_same_bits(dtype: str) 
     rng = np.random.default_rng(5)
     wide = cupy.asarray(rng.uniform(-1, 1, (C.shape[0], 33)), dtype=dtype)
     U = cupy.ascontiguousarray(wide[:, 1:])
-    B = cupy.asarray(rng.uniform(-1, 1, (32, C.shape[1])), dtype=dtype)
+    # B in the spec's storage order, B^T row-major: a Fortran-ordered (K, N) array
+    B = cupy.asfortranarray(cupy.asarray(rng.uniform(-1, 1, (32, C.shape[1])), dtype=dtype))
     aligned = kernel.bind_dense(C, (U, B))
     unaligned = kernel.bind_dense(C, (wide[:, 1:], B))  # rows 33 elements apart
     prepared = kernel.prepared_for(C)
-    assert aligned._fn is not unaligned._fn
+    assert aligned._fn is kernel.function(prepared, dense=(1, 32, 1))  # the vector build
     assert unaligned._fn is kernel.function(prepared, dense=(1, 32, 0))
+    assert aligned._fn is not unaligned._fn
+    # B row-major (the call's natural order) runs K with stride N: the scalar build
+    assert kernel.bind_dense(C, (U, cupy.ascontiguousarray(B)))._fn is unaligned._fn
     aligned.launch()
     unaligned.launch()
     np.testing.assert_array_equal(aligned.output.get(), unaligned.output.get())
