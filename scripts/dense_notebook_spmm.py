@@ -21,6 +21,9 @@ SPECS = '''\
 LIBRARY_SPEC = REPO / "specs" / "spmm" / "lanes_over_n.yaml"
 CORPUS_SPEC = CORPUS / "@CORPUS_SPEC@"
 add_spec("lanes_over_n", LIBRARY_SPEC, {})
+# the same rows with each thread owning N_VEC = 4 neighbouring columns (N1 in space, N0 in
+# time): the values are the same, the owners of (nonzero, n) move
+add_spec("lanes_over_n_vec", REPO / "specs" / "spmm" / "lanes_over_n_vec.yaml", {})
 if CORPUS_SPEC.is_file():
     # 8 row tiles dealt to 4 threads: thread t owns rows t, t + 4, t + 8 (as in
     # thread_mapped.ipynb)
