@@ -228,25 +228,11 @@ constexpr int TEAAL_TILE_CAPACITY = TEAAL_BLOCK_THREADS * TEAAL_STAGED_IPT;
 // One padding slot every 32 keeps threads that read slots IPT apart off each other's banks.
 __device__ __forceinline__ int teaal_slot(int p) { return p + (p >> 5); }
 constexpr int TEAAL_TILE_SLOTS = TEAAL_TILE_CAPACITY + 2 + (TEAAL_TILE_CAPACITY + 1) / 32;
-constexpr int teaal_floor_pow2(int n) { return n < 2 ? 1 : 2 * teaal_floor_pow2(n / 2); }
-constexpr int TEAAL_TILE_POW2 = teaal_floor_pow2(TEAAL_TILE_CAPACITY);
 // Contributions a thread loads per unrolled step (all in flight together).
 constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < 16 ? TEAAL_STAGED_IPT : 16;
 // Row bounds the long-chunk path stages in the tile's memory.
 constexpr int TEAAL_DIRECT_ROWS = (int)(TEAAL_TILE_SLOTS * sizeof(TeaalTileSlot) / sizeof(offset_t)) - 1;
 
-// The local row i in [0, tile_rows] holding atom a: the last i with bound(i) <= a, so empty
-// rows are skipped (bound(i) = tile_begin of the tile's row i), in a fixed number of steps.
-// Only layouts whose atom_product reads its tile need it (ELL and DIA: a slot's row).
-__device__ __forceinline__ int teaal_tile_row(const TeaalTileSlot* tile, int tile_rows,
-                                              offset_t a) {
-  int i = 0;
-  #pragma unroll
-  for (int step = TEAAL_TILE_POW2; step > 0; step >>= 1) {
-    if (i + step <= tile_rows && tile[teaal_slot(i + step)].bound <= a) i += step;
-  }
-  return i;
-}
 
 // The scratch of one launch stream (teaal_loops/runtime/scratch.py; zero when first made) for
 // rows split across blocks: per block b, tail[b] is b's piece of the split row that starts in

@@ -250,14 +250,14 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 dense: tuple[int, int] | tuple[int, int, int] | None = None) -> Any:
+                 dense: tuple[int, int, int] | None = None) -> Any:
         """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
-        worker along the dense rank, steps each takes[, steps read by one vector load]), whose
+        worker along the dense rank, steps each takes, steps read by vector loads or 0), whose
         build options follow from them and the bound chunk size (backend.dense_options:
         blocks of one step, atoms loaded ahead, vector loads)."""
         options = () if dense is None else backend.dense_options(
             prepared.source, dense[0], dense[1], chunk=prepared.bound.work_per_thread,
-            vector=dense[2] if len(dense) > 2 else 0)
+            vector=dense[2])
         key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
@@ -504,10 +504,9 @@ class Kernel:
         dense = self.schedule.form.dense
         if self.schedule.form.kind == "sddmm":
             vector = backend.sampled_vector(*call.arrays)
-        elif dense is not None and dense.contiguous:
-            vector = backend.vector_steps(True, time, call.size, call.arrays[0])
         else:
-            vector = 0
+            vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
+                                          call.arrays[0])
         fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector))
         return fn, prepared.leading_args + trailing
 

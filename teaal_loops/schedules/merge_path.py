@@ -13,7 +13,7 @@ of a value beside a ready flag in one 64-bit word, and the block holding the row
 nonzero waits for them and adds them in block order (no atomics and no fences, so ``y`` needs
 no zeroing, which cost a second launch of 5 to 6 us on small matrices, and every launch gives
 the same bits; an earlier protocol, where the last block to count itself in with a fence and an
-atomic added them, cost 1.2 to 2.2 us a launch on small graphs, H100). Larger
+atomic added them, cost 1.2 to 2.5 us a launch on small graphs, H100). Larger
 launches, SpMM and the direct walk of long chunks add split rows atomically into a zeroed
 output.
 

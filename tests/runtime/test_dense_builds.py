@@ -56,13 +56,13 @@ def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert backend.dense_options(prepared.source, 32, 1) == (backend.SINGLE_STEP_OPTION,)
-    blocked = kernel.function(prepared, dense=(32, 2))
-    single = kernel.function(prepared, dense=(32, 1))
+    blocked = kernel.function(prepared, dense=(32, 2, 0))
+    single = kernel.function(prepared, dense=(32, 1, 0))
     assert backend.SINGLE_STEP_OPTION not in blocked.options
     assert backend.SINGLE_STEP_OPTION in single.options
-    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1)).options
-    assert kernel.function(prepared, dense=(32, 1)) is single  # built once
-    traced = kernel.function(prepared, trace=True, dense=(32, 1))
+    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1, 0)).options
+    assert kernel.function(prepared, dense=(32, 1, 0)) is single  # built once
+    traced = kernel.function(prepared, trace=True, dense=(32, 1, 0))
     assert {backend.TRACE_OPTION, backend.SINGLE_STEP_OPTION} <= set(traced.options)
     assert len(fake.compiled) == 3
 
@@ -76,14 +76,14 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
     only for one dense step of fewer than 32 threads a worker."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split.yaml", layout=layout)
     prepared = _prepared(kernel)
-    shared = kernel.function(prepared, dense=(8, 1)).options
+    shared = kernel.function(prepared, dense=(8, 1, 0)).options
     assert (backend.ATOMS_AHEAD_OPTION in shared) == ahead
     assert backend.SINGLE_STEP_OPTION in shared  # work-oriented SpMM is register-blocked too
     for space, time in ((32, 1), (8, 2), (31, 4)):
-        options = kernel.function(prepared, dense=(space, time)).options
+        options = kernel.function(prepared, dense=(space, time, 0)).options
         assert backend.ATOMS_AHEAD_OPTION not in options
     # a chunk of one group has nothing to load ahead of
-    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1)).options
+    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1, 0)).options
     assert backend.ATOMS_AHEAD_OPTION not in one_group
     assert backend.SINGLE_STEP_OPTION in one_group
 
@@ -93,7 +93,7 @@ def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert backend.dense_options(prepared.source, 8, 1) == ()
-    assert kernel.function(prepared, dense=(8, 1)) is kernel.function(prepared)
+    assert kernel.function(prepared, dense=(8, 1, 0)) is kernel.function(prepared)
     assert fake.compiled == [backend.COMPILE_OPTIONS]
 
 
