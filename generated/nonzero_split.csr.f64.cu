@@ -76,6 +76,12 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
 #define TEAAL_ATOMS_AHEAD 1
 #endif
 static_assert(TEAAL_ATOMS_AHEAD >= 1, "TEAAL_ATOMS_AHEAD must be at least 1");
+// 1: the worker's threads share the atoms' loads through shuffles (spmm_ahead_walk).
+#ifndef TEAAL_ATOMS_SHUFFLED
+#define TEAAL_ATOMS_SHUFFLED 0
+#endif
+static_assert(!TEAAL_ATOMS_SHUFFLED || TEAAL_ATOMS_AHEAD > 1,
+              "TEAAL_ATOMS_SHUFFLED shares the loads of the walk ahead");
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -267,15 +273,42 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   Layout::Acc acc[TB];
   #pragma unroll
   for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
+#if TEAAL_ATOMS_SHUFFLED
+  // The runtime builds this where DS is a multiple of U dividing 32 and every thread of a
+  // worker walks every step (no slot past the dense rank): a worker is lanes
+  // [lane0, lane0 + DS) of one warp, converged through the walk, whose branches depend on
+  // the chunk alone.
+  const int teaal_width = (int)dense_space;
+  const unsigned teaal_mask = teaal_width >= 32 ? 0xffffffffu
+      : ((1u << teaal_width) - 1u) << ((threadIdx.x & 31u) / teaal_width * teaal_width);
+  int teaal_stage = 0;  // the group's first atom among the DS the worker's lanes hold
+  value_t staged_v = value_t(0);  // atom stage_start + slot: this lane's share of the loads
+  index_t staged_c = 0;
+#endif
   for (offset_t group = first; group < last; group += TEAAL_ATOMS_AHEAD) {
     value_t v[TEAAL_ATOMS_AHEAD];
     value_t b[TEAAL_ATOMS_AHEAD][TB];
+#if TEAAL_ATOMS_SHUFFLED
+    if (teaal_stage == 0) {  // the next DS atoms, one a lane
+      const offset_t mine = last - group > teaal_dense_slot ? group + teaal_dense_slot : last - 1;
+      staged_v = A.atom_val(mine);
+      staged_c = A.atom_col(mine);
+    }
+    #pragma unroll
+    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+      v[u] = __shfl_sync(teaal_mask, staged_v, teaal_stage + u, teaal_width);
+      teaal_load_columns(teaal_x, __shfl_sync(teaal_mask, staged_c, teaal_stage + u, teaal_width),
+                         b[u]);
+    }
+    teaal_stage = (teaal_stage + TEAAL_ATOMS_AHEAD) % teaal_width;
+#else
     #pragma unroll
     for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
       const offset_t a = last - group > u ? group + u : last - 1;
       v[u] = A.atom_val(a);
       teaal_load_columns(teaal_x, A.atom_col(a), b[u]);
     }
+#endif
     #pragma unroll
     for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
       const offset_t a = group + u;

@@ -42,6 +42,17 @@ ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
 ATOMS_AHEAD = 8
 ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 WARP_THREADS = 32
+# The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
+# group's columns and values by shuffles). Built for the vector launches (one block of 16-byte
+# runs) of 8 or 16 threads a worker, chunks longer than one group that span two rows or more
+# on average, and a B that fits in half the L2. On the H100 at N = 32 (8 threads, chunks of
+# 32 and 128), over the 44 corpus cases where chunks span rows, it took 0.77x the plain walk's
+# time (geomean; email-Enron 143 -> 70 us; 1.08 to 1.13x on cage8 and dnn); where rows are
+# longer the plain walk's unrolled loads already run ahead (ego-Twitter 1.12x, dnn 1.10x); on
+# the large classes, whose B streams from DRAM, 0.99 to 1.49x (banded, R-MAT slower).
+# BENCHMARKS.md has the runs.
+ATOMS_SHUFFLED_OPTION = "-DTEAAL_ATOMS_SHUFFLED=1"
+SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below it
 # A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
 # are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
 # TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2). SDDMM whose
@@ -138,27 +149,44 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
 
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
-                  vector: int = 0) -> tuple[str, ...]:
+                  vector: int = 0, resident: bool = False,
+                  mean_atoms: float = 0.0) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
     dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
     :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
     than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
     the steps one vector load reads), blocks of that many steps read by vector loads (SDDMM,
-    :func:`sampled_vector`: 1, its dot products read so). Asked at every dense launch, so
-    remembered."""
-    ahead = time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD
-    return _dense_options(source, time == 1, ahead, vector)
+    :func:`sampled_vector`: 1, its dot products read so); and, for a vector launch of
+    :data:`SHUFFLED_SPACES` threads a worker whose dense input is ``resident`` (fits in half
+    the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
+    chunk, the walk ahead with loads shared by shuffles. A vector launch's slots all lie inside
+    the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
+    Asked at every dense launch, so remembered."""
+    long_chunk = chunk > ATOMS_AHEAD
+    shuffled = (resident and vector > 1 and time == vector and space in SHUFFLED_SPACES
+                and long_chunk and 0 < mean_atoms * 2 <= chunk)
+    ahead = shuffled or (time == 1 and space < WARP_THREADS and long_chunk)
+    return _dense_options(source, time == 1, ahead, vector, shuffled)
+
+
+def fits_in_l2(operand: Any) -> bool:
+    """Whether ``operand`` (a CuPy array) takes at most half the device's L2, so that a
+    gather of its rows mostly hits there."""
+    return int(operand.nbytes) * 2 <= device_info().l2_bytes
 
 
 @functools.lru_cache(maxsize=128)
-def _dense_options(source: str, one_step: bool, ahead: bool, vector: int) -> tuple[str, ...]:
+def _dense_options(source: str, one_step: bool, ahead: bool, vector: int,
+                   shuffled: bool = False) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
         options += (SINGLE_STEP_OPTION,)
     if ahead and ATOMS_AHEAD_MACRO in source:
         options += (ATOMS_AHEAD_OPTION,)
+        if shuffled:
+            options += (ATOMS_SHUFFLED_OPTION,)
     if vector and DENSE_VECTOR_MACRO in source:
         options += (f"-D{DENSE_VECTOR_MACRO}=1",)
         if vector > 1 and DENSE_BLOCK_MACRO in source:  # SpMM: blocks of the vector's steps

@@ -250,14 +250,19 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 dense: tuple[int, int, int] | None = None) -> Any:
+                 dense: tuple[int, int, int] | None = None, resident: bool = False) -> Any:
         """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
         worker along the dense rank, steps each takes, steps read by vector loads or 0), whose
-        build options follow from them and the bound chunk size (backend.dense_options:
-        blocks of one step, atoms loaded ahead, vector loads)."""
-        options = () if dense is None else backend.dense_options(
-            prepared.source, dense[0], dense[1], chunk=prepared.bound.work_per_thread,
-            vector=dense[2])
+        build options follow from them, the bound chunk size, the matrix's mean atoms a tile
+        and whether the dense input is ``resident`` in the L2 (backend.dense_options: blocks
+        of one step, atoms loaded ahead, their loads shared, vector loads)."""
+        options: tuple[str, ...] = ()
+        if dense is not None:
+            bound = prepared.bound
+            options = backend.dense_options(
+                prepared.source, dense[0], dense[1], chunk=bound.work_per_thread,
+                vector=dense[2], resident=resident,
+                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1))
         key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
@@ -502,12 +507,15 @@ class Kernel:
             offset,
         )
         dense = self.schedule.form.dense
+        resident = False
         if self.schedule.form.kind == "sddmm":
             vector = backend.sampled_vector(*call.arrays)
         else:
             vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
                                           call.arrays[0])
-        fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector))
+            resident = bool(vector) and backend.fits_in_l2(call.arrays[0])
+        fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector),
+                           resident=resident)
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

@@ -81,6 +81,19 @@ inline void __syncthreads() { emu_barrier(0, 0, emu_block_threads).wait(); }
 inline void __barrier_sync_count(unsigned id, unsigned count) { emu_barrier(1, id, count).wait(); }
 
 inline double emu_slots[1024];  // one exchange slot per thread of the block
+// Lane srcLane of this lane's segment of `width` lanes.
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (!(mask & (1u << lane))) { std::fprintf(stderr, "lane %u not in mask %x\n", lane, mask); std::abort(); }
+  EmuBarrier& bar = emu_barrier(2, (unsigned long long)warp << 32 | mask, __builtin_popcount(mask));
+  emu_slots[threadIdx.x] = (double)v;
+  bar.wait();
+  const unsigned src = lane / width * width + (unsigned)src_lane % width;
+  if (!(mask & (1u << src))) { std::fprintf(stderr, "source lane %u not in mask\n", src); std::abort(); }
+  const T out = (T)emu_slots[warp * 32 + src];
+  bar.wait();
+  return out;
+}
 template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (!(mask & (1u << lane))) { std::fprintf(stderr, "lane %u not in mask %x\n", lane, mask); std::abort(); }

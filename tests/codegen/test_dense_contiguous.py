@@ -135,11 +135,20 @@ def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
 
 VECTOR4 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4")
 VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
+SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # backend.dense_options
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
 # than N with scalar loads; ELL (padded atoms) through the layout's accumulate.
 RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] = [
     ("split_n32_vec4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 32, VECTOR4),
+    # the walk ahead with the worker's loads shared by shuffles: 8 lanes load each group of 8
+    # (chunks of 19: the last group passes the chunk's end); 16 lanes hold two groups
+    ("split_n32_vec4_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
+     VECTOR4 + SHUFFLED),
+    ("split_n64_vec4_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 21}, 64,
+     VECTOR4 + SHUFFLED),
+    ("split_n16_vec2_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 13, "N_VEC": 2}, 16,
+     VECTOR2 + SHUFFLED),
     ("split_n8_vec2", SPLIT_VEC, None, {"NNZ_PER_WORKER": 7, "N_VEC": 2}, 8, VECTOR2),
     ("split_n30_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 30, ()),
     ("split_n3_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 3}, 3, ()),
@@ -180,7 +189,11 @@ def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
                 for tag, defines in (("plain", ()), ("trace", ("-DTEAAL_TRACE=1",)),
                                      ("v4", VECTOR4), ("v2", VECTOR2),
                                      ("v8", ("-DTEAAL_DENSE_VECTOR=1",
-                                             "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1"))):
+                                             "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1")),
+                                     ("v4s", VECTOR4 + SHUFFLED),
+                                     ("v2s", VECTOR2 + SHUFFLED + ("-DTEAAL_TRACE=1",))):
+                    if "SHUFFLED" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
+                        continue  # a walk with no loads ahead (thread-mapped, ELL)
                     path = tmp_path / f"{name}.{tag}.cu"
                     path.write_text(source)
                     jobs.append((path, "sm_90", defines))

@@ -1,7 +1,8 @@
 """Dense launches get the builds their geometry calls for (backend.dense_options): blocks of one
 step for register-blocked SpMM kernels whose threads take one dense step
-(backend.SINGLE_STEP_OPTION), and atoms loaded ahead for work-oriented SpMM whose workers
-share a warp and take one step (backend.ATOMS_AHEAD_OPTION). Without a GPU, a stand-in CuPy
+(backend.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
+warp and take one step (backend.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
+launches whose B sits in the L2 (backend.ATOMS_SHUFFLED_OPTION). Without a GPU, a stand-in CuPy
 records the compile options, so the tests see which build each launch asks for."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from teaal_loops import pipeline
@@ -44,11 +46,14 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupy:
     return cupy
 
 
-def _prepared(kernel: Any, chunk: int = 32) -> Any:
+def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100) -> Any:
     """The fields Kernel.function reads, for the kernel's nominal configuration (``chunk``:
-    the bound atoms per worker of work-oriented)."""
-    return types.SimpleNamespace(source=kernel.source, config=kernel._nominal, _functions={},
-                                 bound=types.SimpleNamespace(work_per_thread=chunk))
+    the bound atoms per worker of work-oriented; a matrix of ``rows`` rows of ``mean``
+    atoms)."""
+    return types.SimpleNamespace(
+        source=kernel.source, config=kernel._nominal, _functions={},
+        bound=types.SimpleNamespace(work_per_thread=chunk,
+                                    matrix=types.SimpleNamespace(rows=rows, nnz=rows * mean)))
 
 
 @pytest.mark.parametrize("spec", ["spmm/lanes_over_n.yaml", "spmm/group_lanes_over_k.yaml"])
@@ -88,6 +93,38 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
     assert backend.SINGLE_STEP_OPTION in one_group
 
 
+@pytest.mark.parametrize(("space", "time", "vector", "resident", "chunk", "mean", "shuffled"), [
+    (8, 4, 4, True, 32, 4, True),  # N = 32, runs of 4 float32: 8 threads a worker
+    (16, 4, 4, True, 32, 16, True),  # N = 64; rows of half a chunk
+    (8, 2, 2, True, 32, 4, True),  # runs of 2 float64
+    (8, 4, 4, True, 32, 17, False),  # rows longer than half a chunk
+    (8, 4, 4, False, 32, 4, False),  # B larger than half the L2
+    (32, 4, 4, True, 32, 4, False),  # one worker a warp
+    (4, 4, 4, True, 32, 4, False),  # fewer threads than a group's atoms
+    (8, 4, 0, True, 32, 4, False),  # no vector build (misaligned B)
+    (8, 4, 4, True, 8, 4, False),  # a chunk of one group
+])
+def test_vector_spmm_shares_its_atom_loads_where_chunks_span_rows_and_b_sits_in_l2(
+    fake: FakeCupy, space: int, time: int, vector: int, resident: bool, chunk: int, mean: int,
+    shuffled: bool,
+) -> None:
+    """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
+    chunks longer than a group and at least twice a mean row, B resident in the L2; the plain
+    vector build elsewhere."""
+    kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
+    prepared = _prepared(kernel, chunk, mean)
+    options = kernel.function(prepared, dense=(space, time, vector), resident=resident).options
+    assert (backend.ATOMS_SHUFFLED_OPTION in options) == shuffled
+    assert (backend.ATOMS_AHEAD_OPTION in options) == shuffled
+    if shuffled:
+        assert f"-DTEAAL_DENSE_BLOCK={vector}" in options
+    # SDDMM's and the thread-mapped sources have no such walk
+    lanes = pipeline.compile(SPECS / "spmm/lanes_over_n_vec.yaml")
+    assert backend.dense_options(_prepared(lanes).source, space, time, chunk=chunk,
+                                 vector=vector, resident=resident) == \
+        backend.dense_options(_prepared(lanes).source, space, time, vector=vector)
+
+
 @pytest.mark.parametrize("spec", ["thread_mapped.yaml", "sddmm/lanes_over_k.yaml"])
 def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
@@ -102,8 +139,8 @@ def test_dense_launches_pass_their_geometry_to_the_build(
 ) -> None:
     kernel = pipeline.compile(SPECS / "spmm/lanes_over_n_tiled.yaml")
     asked: list[Any] = []
-    monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None:
-                        asked.append(dense))
+    monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
+                        resident=False: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
                                      no_owner=None, leading_args=())
@@ -112,3 +149,25 @@ def test_dense_launches_pass_their_geometry_to_the_build(
         kernel._dense_function(prepared, call, None, None, 32, time)
     # a strided placement never asks for vector loads (whatever B is)
     assert asked == [(32, 1, 0), (32, 2, 0), (32, 5, 0)]
+
+
+@pytest.mark.parametrize(("nbytes", "resident"), [(500, True), (501, False)])
+def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
+    monkeypatch: pytest.MonkeyPatch, nbytes: int, resident: bool,
+) -> None:
+    kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
+    asked: list[Any] = []
+    monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
+                        resident=False: asked.append((dense, resident)))
+    monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
+    monkeypatch.setattr(backend, "device_info", lambda: types.SimpleNamespace(l2_bytes=1000))
+    prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
+                                     no_owner=None, leading_args=())
+    B = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4), nbytes=nbytes,
+                              data=types.SimpleNamespace(ptr=4096))
+    kernel._dense_function(prepared, types.SimpleNamespace(size=32, arrays=(B,)), None, None,
+                           8, 4)
+    kernel._dense_function(prepared, types.SimpleNamespace(size=30, arrays=(B,)), None, None,
+                           8, 4)
+    # the vector build asks; a launch with no vector loads never shuffles, so never asks
+    assert asked == [((8, 4, 4), resident), ((8, 4, 0), False)]
