@@ -50,9 +50,11 @@ model), ``T1`` (skewed, large), ``T2`` (regular, large). A group is never chosen
 whose ``rows * G`` threads would exceed 2**31 - 1 (the kernels' 32-bit thread index).
 
 The constants (the names above) live in ``teaal_loops/auto_constants.json``, a section per
-dtype, shipped inside the package and read once (:func:`constant_sets`). ``teaal-loops bench
+dtype, and sections fitted on one GPU model used on that model alone (:func:`constants`),
+shipped inside the package and read once (:func:`constant_sets`). ``teaal-loops bench
 --fit-auto RESULTS.json ...`` refits the sections of the dtypes the results hold to their
-measured device times and rewrites that file (:mod:`teaal_loops.bench.fit_auto` says how).
+measured device times and rewrites that file, with ``--per-device`` the sections of each GPU
+the results name (:mod:`teaal_loops.bench.fit_auto` says how).
 Only the ratios of the latency model's constants matter; their units are roughly microseconds,
 and ``CW`` is held fixed as the unit.
 
@@ -66,6 +68,10 @@ the power of two nearest the mean row (longrows' mean of 31.99 wants 32). Run 4 
 30 of 30 within 10% (``BENCHMARKS.json.gz``). Those are float32's constants. float64's were
 fitted later to the float64 suites of an H100 (merge-path with its prepared partition) and an
 H200 together: ``CI`` 0.25, ``CFS`` 0 and ``LANE_WORK`` 1 (BENCHMARKS.md, float64 constants).
+Every run then had the H100 wanting 16 lanes a row on the banded float64 matrix and the H200
+8, which one set cannot give both: the H200's own float64 set, fitted to its two float64
+suites (``--per-device``), has ``FLAT_WORK`` 4, ``FLAT_LARGE_NNZ`` 500,000 and ``LANE_WORK`` 2
+(in-sample 51 -> 56 of 60 within 5%; BENCHMARKS.md, per-GPU constants).
 """
 
 from __future__ import annotations
@@ -194,24 +200,56 @@ def dtype_of(value_bytes: int) -> str:
 def load_constant_sets(path: str | Path) -> dict[str, AutoConstants]:
     """Every dtype's constants from a file in the format :func:`constants_document` writes
     (schema ``/2``: a section per dtype of :data:`DTYPES`); a schema ``/1`` file (one set)
-    serves both dtypes."""
+    serves both dtypes. The sets of one GPU are :func:`load_device_sets`'."""
     where = str(path)
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise _error(where, f"cannot read auto constants: {err}") from None
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema == CONSTANTS_SCHEMA_V1:
+    doc = _read_constants(path)
+    if doc.get("schema") == CONSTANTS_SCHEMA_V1:
         one = constants_from_mapping(_object(doc, "constants", where), where)
         return dict.fromkeys(DTYPES, one)
-    if schema != CONSTANTS_SCHEMA:
-        raise _error(where, f"not an auto constants file (schema {CONSTANTS_SCHEMA!r} expected)")
     return {
         dtype: constants_from_mapping(
             _object(_object(doc, dtype, where), "constants", f"{where}: {dtype}"),
             f"{where}: {dtype}")
         for dtype in DTYPES
     }
+
+
+# A schema-2 file may also hold sets fitted on one GPU model, under "devices": {NAME: {dtype:
+# section}}, used on a device whose name is NAME exactly (CUDA's, as DeviceInfo has it): the
+# H100 and the H200 want different group sizes on the same float64 matrices in every run, so
+# no one set serves both (BENCHMARKS.md, per-GPU constants). Other GPUs use the dtype's set.
+def load_device_sets(path: str | Path) -> dict[tuple[str, str], AutoConstants]:
+    """The per-GPU sets of a constants file, by (device name, dtype); none for schema 1."""
+    where = str(path)
+    doc = _read_constants(path)
+    if doc.get("schema") == CONSTANTS_SCHEMA_V1 or "devices" not in doc:
+        return {}
+    out: dict[tuple[str, str], AutoConstants] = {}
+    for name, sections in _object(doc, "devices", where).items():
+        here = f"{where}: devices: {name}"
+        if not isinstance(sections, dict) or not sections:
+            raise _error(here, "must be an object with a section per dtype")
+        for dtype, section in sections.items():
+            if dtype not in DTYPES:
+                raise _error(here, f"unknown dtype {dtype!r} (expected one of {list(DTYPES)})")
+            if not isinstance(section, dict):
+                raise _error(here, f"{dtype!r} must be an object")
+            out[(name, dtype)] = constants_from_mapping(
+                _object(section, "constants", f"{here}: {dtype}"), f"{here}: {dtype}")
+    return out
+
+
+def _read_constants(path: str | Path) -> Mapping[str, Any]:
+    """A constants file's JSON object, its schema one this version reads."""
+    where = str(path)
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise _error(where, f"cannot read auto constants: {err}") from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema not in (CONSTANTS_SCHEMA, CONSTANTS_SCHEMA_V1):
+        raise _error(where, f"not an auto constants file (schema {CONSTANTS_SCHEMA!r} expected)")
+    return doc
 
 
 def _object(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -227,13 +265,22 @@ def load_constants(path: str | Path, dtype: str = "float32") -> AutoConstants:
 
 
 def constants_document(
-    sets: Mapping[str, AutoConstants], fitted_from: Mapping[str, Mapping[str, Any]]
+    sets: Mapping[str, AutoConstants], fitted_from: Mapping[str, Mapping[str, Any]],
+    devices: Mapping[tuple[str, str], tuple[AutoConstants, Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The JSON document of a constants file: for each dtype, its values and where they come
-    from."""
-    return {"schema": CONSTANTS_SCHEMA,
-            **{dtype: {"fitted_from": dict(fitted_from.get(dtype, {})),
-                       "constants": sets[dtype].as_dict()} for dtype in DTYPES}}
+    from; ``devices``: the per-GPU sets, (values, where from) by (device name, dtype)."""
+    doc: dict[str, Any] = {
+        "schema": CONSTANTS_SCHEMA,
+        **{dtype: {"fitted_from": dict(fitted_from.get(dtype, {})),
+                   "constants": sets[dtype].as_dict()} for dtype in DTYPES}}
+    if devices:
+        per: dict[str, dict[str, Any]] = {}
+        for (name, dtype), (values, record) in sorted(devices.items()):
+            per.setdefault(name, {})[dtype] = {"fitted_from": dict(record),
+                                               "constants": values.as_dict()}
+        doc["devices"] = per
+    return doc
 
 
 @functools.lru_cache(maxsize=1)
@@ -243,9 +290,21 @@ def constant_sets() -> dict[str, AutoConstants]:
     return load_constant_sets(CONSTANTS_FILE)
 
 
-def constants(value_bytes: int = 4) -> AutoConstants:
-    """The shipped constants for values of ``value_bytes`` bytes (float32 by default)."""
-    return constant_sets()[dtype_of(value_bytes)]
+@functools.lru_cache(maxsize=1)
+def device_constant_sets() -> dict[tuple[str, str], AutoConstants]:
+    """The shipped per-GPU sets (:func:`load_device_sets`), read once."""
+    return load_device_sets(CONSTANTS_FILE)
+
+
+def constants(value_bytes: int = 4, device: DeviceInfo | None = None) -> AutoConstants:
+    """The shipped constants for values of ``value_bytes`` bytes (float32 by default): those
+    fitted on ``device``'s GPU model where the file has them, else the dtype's."""
+    dtype = dtype_of(value_bytes)
+    if device is not None:
+        mine = device_constant_sets().get((device.name, dtype))
+        if mine is not None:
+            return mine
+    return constant_sets()[dtype]
 
 
 class MatrixStats(Protocol):
@@ -322,7 +381,7 @@ def costs(
     stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None
 ) -> dict[str, float]:
     """Every latency-regime candidate's cost, by variant label (for explanations and tests)."""
-    c = c or constants()
+    c = c or constants(device=device)
     resident = resident_threads(device)
     rows, nnz, longest = int(stats.rows), int(stats.nnz), int(stats.max)
     out = {
@@ -342,10 +401,10 @@ def choose(
     for values of ``value_bytes`` (merge-path's items a thread are capped at what its staged
     tile holds for them: :func:`staged_merge_items`).
 
-    ``c`` replaces the shipped constants of that dtype (the fit of
+    ``c`` replaces the shipped constants of that dtype and device (the fit of
     :mod:`teaal_loops.bench.fit_auto` tries candidates this way).
     """
-    choice = _choose(stats, device, c or constants(value_bytes))
+    choice = _choose(stats, device, c or constants(value_bytes, device))
     if choice.spec != MERGE_SPEC:
         return choice
     cap = staged_merge_items(value_bytes, int(stats.rows) + int(stats.nnz) > INT32_MAX)

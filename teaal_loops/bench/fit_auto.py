@@ -253,19 +253,24 @@ def fit(cases: Sequence[FitCase], start: auto.AutoConstants) -> FitResult:
 
 @dataclass(frozen=True)
 class DtypeFit:
-    """The fit of one dtype's constants and the ``fitted_from`` record of its file section."""
+    """The fit of one dtype's constants and the ``fitted_from`` record of its file section;
+    ``device``: the GPU model of a per-device section (None: the dtype's own)."""
 
     dtype: str
     result: FitResult
     record: Mapping[str, Any]
+    device: str | None = None
+    start: auto.AutoConstants | None = None  # the constants the fit started from
 
 
 def fit_documents(
     docs: Sequence[tuple[Mapping[str, Any], str]],
     start: Mapping[str, auto.AutoConstants] | None = None,
+    *, per_device: bool = False,
 ) -> list[DtypeFit]:
     """Fit every dtype the checked results documents ``(doc, source)`` hold, their cases
-    pooled, from ``start`` (default: the shipped constants)."""
+    pooled, from ``start`` (default: the shipped constants); ``per_device``: each GPU model's
+    cases on their own, from the constants that model uses now."""
 
     start = start or auto.constant_sets()
     pooled = [(case, doc, source) for doc, source in docs for case in cases_of(doc)]
@@ -273,13 +278,20 @@ def fit_documents(
         where = docs[0][1] if docs else "--fit-auto"
         raise TeaalLoopsError("no case has row statistics and a valid timed variant to fit to",
                               location=Location(where))
+    groups: list[tuple[str | None, str]] = [(None, dtype) for dtype in auto.DTYPES]
+    if per_device:
+        names = dict.fromkeys(case.device.name for case, _, _ in pooled)
+        groups = [(name, dtype) for name in names for dtype in auto.DTYPES]
     fits = []
-    for dtype in auto.DTYPES:
-        mine = [entry for entry in pooled if entry[0].dtype == dtype]
+    for device, dtype in groups:
+        mine = [entry for entry in pooled if entry[0].dtype == dtype
+                and (device is None or entry[0].device.name == device)]
         if not mine:
             continue
         cases = [case for case, _, _ in mine]
-        result = fit(cases, start[dtype])
+        first = start[dtype] if device is None else auto.constants(
+            8 if dtype == "float64" else 4, mine[0][0].device)
+        result = fit(cases, first)
         sources = list(dict.fromkeys(source for _, _, source in mine))
         runs = [doc for doc, source in docs if source in sources]
         record = {
@@ -294,7 +306,7 @@ def fit_documents(
             "before": result.before.as_dict(),
             "after": result.after.as_dict(),
         }
-        fits.append(DtypeFit(dtype, result, record))
+        fits.append(DtypeFit(dtype, result, record, device, first))
     return fits
 
 
@@ -302,23 +314,30 @@ def write_constants(
     fits: Sequence[DtypeFit], path: str | Path, base: str | Path | None = None
 ) -> Path:
     """Write the constants file that :func:`teaal_loops.auto.constants` reads: the fitted
-    dtypes' sections, the others as ``base`` (default: the shipped file) has them."""
+    sections (a dtype's, or one GPU's), the others as ``base`` (default: the shipped file) has
+    them."""
     import json
 
     base = Path(base or auto.CONSTANTS_FILE)
     sets = dict(auto.load_constant_sets(base))
     records = _records(base)
+    devices = {key: (values, _device_records(base).get(key, {}))
+               for key, values in auto.load_device_sets(base).items()}
     for f in fits:
-        sets[f.dtype] = f.result.constants
-        records[f.dtype] = dict(f.record)
+        if f.device is None:
+            sets[f.dtype] = f.result.constants
+            records[f.dtype] = dict(f.record)
+        else:
+            devices[(f.device, f.dtype)] = (f.result.constants, dict(f.record))
     out = Path(path)
-    text = json.dumps(auto.constants_document(sets, records), indent=1) + "\n"
+    text = json.dumps(auto.constants_document(sets, records, devices), indent=1) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out)
     if out.resolve() == auto.CONSTANTS_FILE.resolve():
         auto.constant_sets.cache_clear()
+        auto.device_constant_sets.cache_clear()
     return out
 
 
@@ -331,3 +350,14 @@ def _records(path: Path) -> dict[str, dict[str, Any]]:
     if doc.get("schema") == auto.CONSTANTS_SCHEMA_V1:
         return dict.fromkeys(auto.DTYPES, dict(doc.get("fitted_from") or {}))
     return {d: dict(doc[d].get("fitted_from") or {}) for d in auto.DTYPES}
+
+
+def _device_records(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each per-GPU section's ``fitted_from`` (checked by
+    :func:`teaal_loops.auto.load_device_sets`)."""
+    import json
+
+    doc = json.loads(path.read_text())
+    return {(name, dtype): dict(section.get("fitted_from") or {})
+            for name, sections in (doc.get("devices") or {}).items()
+            for dtype, section in sections.items()}

@@ -97,11 +97,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="no GPU: refit auto's constants to the measured times of results JSONs "
                    "(pooled; each dtype they hold fitted on its own) and write the constants "
                    "file (see teaal_loops.bench.fit_auto)")
+    p.add_argument("--per-device", action="store_true",
+                   help="with --fit-auto: fit each GPU model the results name on its own cases "
+                   "and write sections used on that model alone")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.per_device and not args.fit_auto:
+        raise TeaalLoopsError("--per-device goes with --fit-auto")
     if args.fit_auto:
         return _fit_auto(args)
     for path in (args.output, args.markdown, args.plot):
@@ -169,14 +174,15 @@ def _fit_auto(args: argparse.Namespace) -> int:
     bench.check_output_path(output)
     docs = [(bench.load(path, need_stats=True), str(path)) for path in args.fit_auto]
     start = auto.constant_sets()
-    fits = fit_auto.fit_documents(docs, start)
+    fits = fit_auto.fit_documents(docs, start, per_device=args.per_device)
     _writing(output, lambda: fit_auto.write_constants(fits, output))
     for f in fits:
         before, after = f.result.before, f.result.after
-        print(f"{f.dtype}: auto within {fit_auto.FIT_SLACK:.2f}x of the best: "
+        section = f.dtype if f.device is None else f"{f.device}, {f.dtype}"
+        print(f"{section}: auto within {fit_auto.FIT_SLACK:.2f}x of the best: "
               f"{before.within}/{before.of} -> {after.within}/{after.of} (geomean over best "
               f"{before.geomean_ratio:.3f} -> {after.geomean_ratio:.3f}), {f.result.rounds} rounds")
-        for name, (old, new) in f.result.changed(start[f.dtype]).items():
+        for name, (old, new) in f.result.changed(f.start or start[f.dtype]).items():
             print(f"  {name}: {old} -> {new}")
     print(f"constants: {output}")
     return 0

@@ -24,7 +24,7 @@ from teaal_loops.codegen import normalize_dtype
 from teaal_loops.errors import TeaalLoopsError, UnsupportedMappingError
 from teaal_loops.ir import recognise_einsum
 from teaal_loops.pipeline.stages import load_schedule, make_kernel
-from teaal_loops.runtime import Kernel, PreparedMatrix
+from teaal_loops.runtime import Kernel, PreparedMatrix, backend
 from teaal_loops.runtime.matrix_cache import MatrixCache
 
 
@@ -82,7 +82,9 @@ class AutoKernel:
         return entry
 
     def _choose(self, A: Any) -> _Resolved:
-        path, choice = auto.resolve(self.spec, A, value_bytes=self.dtype.itemsize)
+        # the GPU's own properties and, where the constants file has them, its constants
+        device = backend.device_info() if backend.gpu_available() else None
+        path, choice = auto.resolve(self.spec, A, device, value_bytes=self.dtype.itemsize)
         key = (choice.spec, tuple(sorted(choice.params.items())))
         if key not in self._kernels:
             schedule = load_schedule(path, params=choice.params, layout=self.layout)

@@ -268,3 +268,88 @@ def test_experiment_variants_are_neither_picks_nor_the_best() -> None:
     case = fit_auto.cases_of(doc)[0]
     assert case.best_ms == fastest
     assert len(case.variants) == len(first["results"]) - 3
+
+
+# -- constants fitted on one GPU model -----------------------------------------------------------
+
+H200_F64 = REPO / "benchmarks/spmv_h200_f64_publish.json.gz"
+
+
+def test_a_gpu_model_with_a_section_of_its_own_uses_it_and_no_other_does() -> None:
+    """The shipped file holds the H200's float64 set: the banded matrix of an H200 float64 run,
+    where the H200's set and float64's pick different groups, shows which set decided."""
+    sets = auto.device_constant_sets()
+    assert set(sets) == {("NVIDIA H200", "float64")}
+    doc = load(H200_F64, need_stats=True)
+    banded = next(c for c in fit_auto.cases_of(doc) if c.name.startswith("banded"))
+    h200 = DeviceInfo("NVIDIA H200", 132)
+    h100 = DeviceInfo("NVIDIA H100 80GB HBM3", 132)
+    own = auto.choose(banded.stats, h200, sets[("NVIDIA H200", "float64")], value_bytes=8)
+    generic = auto.choose(banded.stats, h200, auto.constant_sets()["float64"], value_bytes=8)
+    assert own.label != generic.label
+    assert auto.choose(banded.stats, h200, value_bytes=8) == own
+    assert auto.choose(banded.stats, h100, value_bytes=8) == auto.choose(
+        banded.stats, h100, auto.constant_sets()["float64"], value_bytes=8)
+    assert auto.constants(4, h200) is auto.constant_sets()["float32"]  # no float32 section
+    # and the H200's set is the better one on that run (the fit's own measure)
+    mine = [c for c in fit_auto.cases_of(doc) if c.dtype == "float64"]
+    assert fit_auto.score(mine, sets[("NVIDIA H200", "float64")]).within > \
+        fit_auto.score(mine, auto.constant_sets()["float64"]).within
+
+
+def _on(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return {**doc, "device": {**doc["device"], "name": name}}
+
+
+def test_a_per_device_fit_writes_a_section_per_gpu_and_keeps_every_other(
+    tmp_path: Path,
+) -> None:
+    doc = synthetic_run()
+    a, b = _on(doc, "GPU A"), _on(_one_dtype(doc, "float64"), "GPU B")
+    fits = fit_auto.fit_documents([(a, "a.json"), (b, "b.json")], per_device=True)
+    assert {(f.device, f.dtype) for f in fits} == {("GPU A", "float32"), ("GPU B", "float64")}
+    by = {f.device: f for f in fits}
+    assert by["GPU A"].record["results"] == ["a.json"]
+    assert by["GPU B"].start == auto.constants(8)  # from what GPU B used: float64's set
+    out = fit_auto.write_constants(fits, tmp_path / "c.json")
+    sets = auto.load_device_sets(out)
+    assert sets[("GPU A", "float32")] == by["GPU A"].result.constants
+    assert sets[("GPU B", "float64")] == by["GPU B"].result.constants
+    assert sets[("NVIDIA H200", "float64")] == \
+        auto.device_constant_sets()[("NVIDIA H200", "float64")]  # the shipped one kept
+    written, shipped = json.loads(out.read_text()), json.loads(auto.CONSTANTS_FILE.read_text())
+    assert written["float32"] == shipped["float32"] and written["float64"] == shipped["float64"]
+    assert written["devices"]["NVIDIA H200"] == shipped["devices"]["NVIDIA H200"]
+    assert written["devices"]["GPU A"]["float32"]["fitted_from"]["devices"] == ["GPU A"]
+
+
+@pytest.mark.parametrize(("devices", "message"), [
+    ({"X": {"float16": {}}}, "devices: X: unknown dtype 'float16'"),
+    ({"X": {}}, "devices: X: must be an object with a section per dtype"),
+    ({"X": {"float64": []}}, "devices: X: 'float64' must be an object"),
+    ({"X": {"float64": {"constants": {"CW": 1.0}}}}, "devices: X: float64: auto constant"),
+    ([], "'devices' must be an object"),
+])
+def test_a_broken_device_section_is_one_located_line(tmp_path: Path, devices: Any,
+                                                     message: str) -> None:
+    doc = json.loads(auto.CONSTANTS_FILE.read_text())
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**doc, "devices": devices}))
+    with pytest.raises(TeaalLoopsError) as err:
+        auto.load_device_sets(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_cli_fit_auto_per_device_reports_each_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_on(synthetic_run(), "GPU A")))
+    out = tmp_path / "c.json"
+    assert main(["bench", "--fit-auto", str(run), "--per-device", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "GPU A, float32: auto within 1.05x of the best:" in text
+    assert ("GPU A", "float32") in auto.load_device_sets(out)
+    assert main(["bench", "--per-device"]) == 2
+    assert "--per-device goes with --fit-auto" in capsys.readouterr().err

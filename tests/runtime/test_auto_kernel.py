@@ -14,8 +14,9 @@ from teaal_loops import auto
 from teaal_loops.errors import ParameterError, TeaalLoopsError
 from teaal_loops.matrix import synthetic
 from teaal_loops.pipeline import AutoKernel, compile, compile_for
-from teaal_loops.runtime import Kernel
+from teaal_loops.runtime import Kernel, backend
 from teaal_loops.spec import load_spec_string
+from teaal_loops.types import DeviceInfo
 
 from .conftest import FakeGpu
 
@@ -37,7 +38,7 @@ def test_auto_spec_compiles_to_a_kernel_chosen_per_matrix() -> None:
         sp.random(50, 50, density=0.1, format="csr", random_state=2),
     ):
         chosen = kernel.kernel_for(A)
-        expected = auto.choose(auto.matrix_stats(A))
+        expected = auto.choose(auto.matrix_stats(A), _device())
         assert isinstance(chosen, Kernel)
         assert chosen.kind == expected.schedule
         assert kernel.last_choice == expected
@@ -78,7 +79,8 @@ def test_auto_remembers_its_choice_and_prepared_matrix_per_matrix(
         np.testing.assert_allclose(kernel(A, x), A @ x, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(kernel(B, x), B @ x, rtol=1e-10, atol=1e-10)
     assert stats_calls == [A, B]
-    assert kernel.last_choice == auto.choose(auto.matrix_stats(B), value_bytes=8)  # float64
+    assert kernel.last_choice == auto.choose(auto.matrix_stats(B), _device(),
+                                             value_bytes=8)  # float64
     chosen = kernel.kernel_for(A)
     assert kernel.last_choice.schedule == chosen.kind
     prepared = chosen.prepared_for(A)  # the chosen kernel remembers A too: prepared once
@@ -139,3 +141,29 @@ def test_auto_chooses_for_its_own_dtype(monkeypatch: pytest.MonkeyPatch, dtype: 
     assert isinstance(kernel, AutoKernel)
     kernel.kernel_for(sp.random(50, 50, density=0.1, format="csr", random_state=2))
     assert seen == [value_bytes]
+
+
+def _device() -> DeviceInfo | None:
+    """What an auto kernel tells the chooser: this machine's GPU, or nothing without one."""
+    return backend.device_info() if backend.gpu_available() else None
+
+
+def test_auto_tells_the_chooser_which_gpu_it_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that the GPU's properties and the constants fitted on its model decide."""
+    seen: list[object] = []
+    real = auto.resolve
+
+    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4) -> object:
+        seen.append(device)
+        return real(spec, A, device, value_bytes=value_bytes)
+
+    h200 = DeviceInfo("NVIDIA H200", 132)
+    monkeypatch.setattr(auto, "resolve", spy)
+    monkeypatch.setattr(backend, "gpu_available", lambda: True)
+    monkeypatch.setattr(backend, "device_info", lambda: h200)
+    kernel = compile(load_spec_string(AUTO_SPEC), dtype="float64")
+    assert isinstance(kernel, AutoKernel)
+    A = synthetic("banded", rows=3000, nnz=30_000, seed=1)
+    kernel.kernel_for(A)
+    assert seen == [h200]
+    assert kernel.last_choice == auto.choose(auto.matrix_stats(A), h200, value_bytes=8)
