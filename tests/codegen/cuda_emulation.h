@@ -81,31 +81,29 @@ inline void __syncthreads() { emu_barrier(0, 0, emu_block_threads).wait(); }
 inline void __barrier_sync_count(unsigned id, unsigned count) { emu_barrier(1, id, count).wait(); }
 
 inline double emu_slots[1024];  // one exchange slot per thread of the block
-// Lane srcLane of this lane's segment of `width` lanes.
-template <class T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width) {
+// A shuffle among the lanes of `mask`: every lane publishes v, then takes lane src's value, or
+// keeps its own where src is -1 (a source outside its segment). Aborts on a lane, or a source,
+// outside the mask: on the GPU that is undefined.
+template <class T> inline T emu_shuffle(unsigned mask, T v, int src) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (!(mask & (1u << lane))) { std::fprintf(stderr, "lane %u not in mask %x\n", lane, mask); std::abort(); }
   EmuBarrier& bar = emu_barrier(2, (unsigned long long)warp << 32 | mask, __builtin_popcount(mask));
   emu_slots[threadIdx.x] = (double)v;
   bar.wait();
-  const unsigned src = lane / width * width + (unsigned)src_lane % width;
-  if (!(mask & (1u << src))) { std::fprintf(stderr, "source lane %u not in mask\n", src); std::abort(); }
-  const T out = (T)emu_slots[warp * 32 + src];
-  bar.wait();
-  return out;
-}
-template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (!(mask & (1u << lane))) { std::fprintf(stderr, "lane %u not in mask %x\n", lane, mask); std::abort(); }
-  EmuBarrier& bar = emu_barrier(2, (unsigned long long)warp << 32 | mask, __builtin_popcount(mask));
-  emu_slots[threadIdx.x] = (double)v;
-  bar.wait();
-  const unsigned src = lane + delta;
   T out = v;
-  if ((lane % width) + delta < (unsigned)width) {
-    if (!(mask & (1u << src))) { std::fprintf(stderr, "source lane %u not in mask\n", src); std::abort(); }
+  if (src >= 0) {
+    if (!(mask & (1u << src))) { std::fprintf(stderr, "source lane %d not in mask\n", src); std::abort(); }
     out = (T)emu_slots[warp * 32 + src];
   }
   bar.wait();
   return out;
+}
+// Lane src_lane of this lane's segment of `width` lanes.
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width) {
+  const unsigned lane = threadIdx.x % 32;
+  return emu_shuffle(mask, v, (int)(lane / width * width + (unsigned)src_lane % width));
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
+  const unsigned lane = threadIdx.x % 32;
+  return emu_shuffle(mask, v, (lane % width) + delta < (unsigned)width ? (int)(lane + delta) : -1);
 }
