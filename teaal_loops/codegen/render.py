@@ -129,6 +129,8 @@ def _form_lines(s: Schedule) -> list[str]:
             where.append(f"{d.space} in space (threads of a worker, before its lanes)")
         if d.time:
             where.append(f"{d.time} in time (a loop around the atoms)")
+        if d.run is not None:
+            where.append(f"{d.name}0 in time (runs of {d.run} neighbouring {d.name})")
         kind = "summed per atom" if d.reduce else "kept by the output"
         lines.append(f"dense rank: {d.name} ({kind}): {', '.join(where)}")
     return lines

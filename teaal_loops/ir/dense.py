@@ -21,6 +21,11 @@ space and ``K1`` in time, ``S`` a power of two of at most 32 compiled into the k
 (``k = k1 * S + k0``, so one warp-wide load reads ``S`` neighbouring elements of the atom's row
 of ``A`` and column of ``B``), then add their partial sums with shuffles in a fixed tree and
 the segment's ``k0 = 0`` thread stores the atom's value (one writer: combine stays STORE).
+Or ``K`` is split twice, ``K: [uniform_shape(S * R), uniform_shape(R)]`` with ``K1`` in space
+and ``K2``, ``K0`` in time (``S * R`` and ``R`` compiled in): thread ``k1`` of the ``S`` sums
+the runs ``k = (k2 * S + k1) * R + k0`` in ``(k2, k0)`` order, ``R`` neighbouring elements a
+run, which it reads with 16-byte loads where a run is 16 bytes or a multiple (float32
+``R = 4``: one ``float4`` of ``A``'s row and one of ``B``'s column a run), then the same tree.
 
 Within one thread the dense rank's loop runs outside the loop over the sparse operand's atoms
 whatever the spec's time order says: every output element is still summed over the same atoms
@@ -46,7 +51,8 @@ walk it once per block of the columns they own; its block finds its workers as
 loop over the dense rank.
 
 The reduction order of a summed rank in space, which the kernel's values follow: thread
-``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order;
+``k0`` sums ``p[k0] = sum over k1 of A[m, k1 * S + k0] * B[k1 * S + k0, n]`` in ``k1`` order
+(split twice: ``p[k1]`` over ``k = (k2 * S + k1) * R + k0`` in ``(k2, k0)`` order);
 then for ``o = S/2, S/4, ..., 1`` every ``k0 < o`` adds ``p[k0] += p[k0 + o]``. For ``S = 4``:
 ``(p0 + p2) + (p1 + p3)``. :func:`lane_tree_sum` computes it on the host. nvcc may fuse each
 product into the running sum (one rounding instead of two); the order of the terms is the same.
@@ -87,20 +93,31 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
     split: int | str | None = None
     roles: dict[str, str] = {}
     names: tuple[str, ...] = (name,)
+    run: int | str | None = None
     if part is not None:
         fns = part.functions
-        if len(fns) != 1 or fns[0].kind != "uniform_shape" or fns[0].size is None:
+        shapes = all(f.kind == "uniform_shape" and f.size is not None for f in fns)
+        if not shapes or len(fns) > (2 if reduce else 1):
+            runs = (f"; or, summed, two: {name}: [uniform_shape(S * R), uniform_shape(R)] "
+                    f"({name}1 in space, {name}2 and {name}0 in time)") if reduce else ""
             raise ctx.refuse(
                 f"the dense rank {name} is split by "
                 f"{', '.join(f.text or f.kind for f in fns)}; it takes one "
-                f"uniform_shape(S) ({name}1 in time, {name}0 in space or time)",
+                f"uniform_shape(S) ({name}1 in time, {name}0 in space or time){runs}",
                 key_path=ctx.key("partitioning", name),
             )
         split = fns[0].size
         names = (f"{name}1", f"{name}0")
+        if len(fns) == 2:
+            run = fns[1].size
+            names = (f"{name}2", f"{name}1", f"{name}0")
     space = [r for r in names if r in ctx.space]
     if isinstance(split, str):
         roles[split] = "dense_lanes" if reduce and space else "dense_tile"
+    if isinstance(run, str):
+        roles[run] = "dense_run"
+    if run is not None:
+        return _lower_runs(ctx, name, split, run, names, roles)
     time = [r for r in names if r in ctx.time]
     final = set(ctx.spec.final_ranks.get(ctx.output, ()))
     if reduce and shape.intermediate is not None and name not in final and not space:
@@ -151,13 +168,77 @@ def lower_dense(ctx: MappingContext) -> LoweredDense | None:
         reduce=reduce,
         contiguous=contiguous,
     )
-    rest = replace(
+    return LoweredDense(rank, bindings, roles, _without(ctx, name, names))
+
+
+def _without(ctx: MappingContext, name: str, names: tuple[str, ...]) -> MappingContext:
+    """The mapping the schedule definitions lower: ``ctx`` without the dense rank's split and
+    its final ranks ``names``."""
+    return replace(
         ctx,
         parts={k: v for k, v in ctx.parts.items() if k != name},
         space=tuple(r for r in ctx.space if r not in names),
         time=tuple(r for r in ctx.time if r not in names),
     )
-    return LoweredDense(rank, bindings, roles, rest)
+
+
+def _lower_runs(ctx: MappingContext, name: str, split: int | str | None, run: int | str,
+                names: tuple[str, ...], roles: dict[str, str]) -> LoweredDense:
+    """SDDMM's ``K: [uniform_shape(S * R), uniform_shape(R)]``: ``K1`` in space, ``K2`` and
+    ``K0`` in time (module docstring). ``S = split / run`` threads sum an atom; literal sizes
+    are checked here, parameters when the kernel is configured (:func:`reduce_lanes`)."""
+    upper, lanes_rank, inner = names
+    where = [r for r in names if r not in ctx.space and r not in ctx.time]
+    if where or lanes_rank not in ctx.space or upper in ctx.space or inner in ctx.space:
+        raise ctx.refuse(
+            f"{name}: [uniform_shape(S * R), uniform_shape(R)] sums {name} by S threads an "
+            f"atom, each over runs of R neighbouring {name}: put {lanes_rank} in space and "
+            f"{upper} and {inner} in time",
+            key_path=ctx.key("spacetime"),
+        )
+    if isinstance(split, int) and isinstance(run, int):
+        _check_runs(ctx, name, split, run)
+    bindings = tuple(
+        RankBinding(
+            r, name,
+            GpuLevel.DENSE if r == lanes_rank else GpuLevel.LOOP,
+            f"ceil({name}/{split})" if r == upper else (
+                f"{split}/{run}" if r == lanes_rank else str(run)),
+            space_index=ctx.space.index(r) if r == lanes_rank else None,
+            time_index=ctx.time.index(r) if r != lanes_rank else None,
+            style=ctx.styles.get(r, "pos"),
+        )
+        for r in names
+    )
+    rank = DenseRank(name, space=lanes_rank, time=upper, split=split, reduce=True, run=run)
+    return LoweredDense(rank, bindings, roles, _without(ctx, name, names))
+
+
+def _check_runs(ctx: MappingContext | None, name: str, step: int, run: int) -> int:
+    """``S = step / run``, the threads that sum an atom's runs: ``run`` must divide ``step``
+    and ``S`` be a power of two <= 32. ``ctx`` None: a parameter's value (ParameterError)."""
+    lanes = step // run if run > 0 and step % run == 0 else 0
+    if not _lanes_ok(lanes):
+        message = (f"{name}: [uniform_shape({step}), uniform_shape({run})]: the threads that "
+                   f"sum {name}, {step} / {run}, must be a whole power of two <= "
+                   f"{MAX_REDUCE_LANES} (they reduce with warp shuffles)")
+        if ctx is None:
+            raise ParameterError(message)
+        raise ctx.refuse(message, key_path=ctx.key("partitioning", name))
+    return lanes
+
+
+def run_length(schedule: Schedule) -> int:
+    """``R``: the neighbouring ``k`` each summing thread takes in a row (1 unless SDDMM's
+    ``K`` is split twice), as compiled."""
+    dense = schedule.form.dense
+    if dense is None or dense.run is None:
+        return 1
+    value = schedule.param_value(dense.run)
+    if value is None or value < 1:
+        raise ParameterError(f"{dense.run} = {value}: the run of neighbouring "
+                             f"{dense.name} must be a positive size bound when lowering")
+    return int(value)
 
 
 def _check_reduce_split(ctx: MappingContext, name: str, split: int | str | None) -> None:
@@ -204,6 +285,21 @@ def reduce_lanes(
     key = f"mapping.partitioning.{schedule.output}.{dense.name}"
     split = dense.split
     compiled = schedule.param_value(split)
+    if dense.run is not None:  # S = step / run, both compiled
+        if compiled is None:
+            raise ParameterError(f"{split}: the step of {dense.name}'s runs must be bound "
+                                 "when the spec is lowered", key_path=key)
+        lanes = _check_runs(None, dense.name, int(compiled), run_length(schedule))
+        given_step = values.get(split) if values is not None and isinstance(split, str) else None
+        if given_step is not None and given_step != compiled:
+            raise ParameterError(f"{split} = {given_step}: compiled into the kernel as "
+                                 f"{compiled}; bind it when the spec is lowered", key_path=key)
+        if lanes * group > WARP_SIZE:
+            raise ParameterError(
+                f"{split} / {dense.run} = {lanes} threads over {dense.name} x {group} lanes "
+                f"a group = {lanes * group} threads a worker: they reduce with warp shuffles, "
+                f"so the product must be at most {WARP_SIZE}", key_path=key)
+        return lanes
     lanes = default_reduce_lanes(group) if compiled is None else compiled
     given = values.get(split) if values is not None and isinstance(split, str) else None
     if given is not None and given != lanes:
@@ -242,11 +338,13 @@ def lane_tree_sum(partials: Any) -> Any:
     return p[..., 0]
 
 
-def dense_slots(n: Any, dense_space: int, dense_time: int, contiguous: bool) -> Any:
+def dense_slots(n: Any, dense_space: int, dense_time: int, contiguous: bool,
+                run: int = 1) -> Any:
     """The slot (thread of a worker along the dense rank) of dense index ``n`` (an int or a
     NumPy array): ``n mod DS`` where ``N0`` is in space, ``n div DT`` where the placement is
-    contiguous (module docstring)."""
-    return n // dense_time if contiguous else n % dense_space
+    contiguous, ``(n div R) mod DS`` where SDDMM's ``K`` is split twice into runs of ``R``
+    (module docstring)."""
+    return n // dense_time if contiguous else (n // run) % dense_space
 
 
 def _extent(rank: str, name: str, split: int | str | None) -> str:

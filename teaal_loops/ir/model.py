@@ -101,7 +101,9 @@ class DenseRank:
     ``n1``, which it can read with one vector load. The space part is the fastest-varying digit
     of the worker's threads (before a group's lanes), so neighbouring threads read neighbouring
     elements (or runs of them) of a dense row. ``reduce``: the rank is summed per atom
-    (SDDMM's K).
+    (SDDMM's K). ``run`` (SDDMM only): split twice, ``K: [uniform_shape(split),
+    uniform_shape(run)]``, ``K1`` in space and ``K2``, ``K0`` in time: the ``split / run``
+    threads of an atom each sum runs of ``run`` neighbouring ``k``.
     """
 
     name: str
@@ -110,6 +112,7 @@ class DenseRank:
     split: int | str | None = None
     reduce: bool = False
     contiguous: bool = False  # N1 in space, N0 in time: a thread's elements are neighbours
+    run: int | str | None = None  # K0's size: each summing thread's runs of neighbouring k
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,15 @@ def explain_text(
     combine = "every atom adds atomically to its output row, output zeroed first" if (
         layout.scatters
     ) else definition.combine_text
-    if s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.space:
+    if s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.run is not None:
+        d = s.form.dense
+        lanes = f"{d.split}/{d.run}"
+        combine = (
+            f"the {lanes} threads of an atom's (worker, lane) each sum every {lanes}-th run "
+            f"of {d.run} neighbouring {d.name}, add their sums by shuffles (p[k1] += "
+            f"p[k1 + o], o = ({lanes})/2 .. 1) and thread {d.space} = 0 writes the atom's value"
+        )
+    elif s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.space:
         d = s.form.dense
         combine = (
             f"the {d.split} threads of an atom's (worker, lane) each sum every "
@@ -176,6 +184,15 @@ def _form_text(s: Schedule) -> str:
 def _dense_text(d: DenseRank) -> str:
     """Where the spacetime puts the dense rank (DS threads a worker, DT steps a thread)."""
     role = "summed per atom" if d.reduce else "kept by the output"
+    if d.run is not None:
+        lanes = f"{d.split}/{d.run}"
+        return (
+            f"{d.name} ({role}), split by uniform_shape({d.split}), uniform_shape({d.run}): "
+            f"{d.space} in space (DS = {lanes} threads for each worker), {d.time} and "
+            f"{d.name}0 in time (runs of {d.run} neighbouring {d.name}, read with vector loads "
+            f"where the factors allow); thread = (worker * DS + ({d.name.lower()} div "
+            f"{d.run}) mod DS) * G + lane"
+        )
     if d.split is None and d.space:
         where = (
             f"{d.space} in space: one thread per index of {d.name} for each worker "

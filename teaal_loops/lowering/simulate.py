@@ -45,7 +45,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from teaal_loops.errors import ValidationError
-from teaal_loops.ir.dense import dense_slots
+from teaal_loops.ir.dense import dense_slots, run_length
 from teaal_loops.ir.model import BoundSchedule, GpuLevel, RankBinding, Schedule
 from teaal_loops.layouts import TileView, tile_view
 from teaal_loops.matrix import as_csr
@@ -218,7 +218,7 @@ def dense_owners(bound: BoundSchedule, atom_owner: npt.ArrayLike) -> IntArray:
     o = np.asarray(atom_owner, dtype=np.int64)[:, None]
     g, ds = bound.group_size, bound.dense_space
     slot = dense_slots(np.arange(bound.dense_size, dtype=np.int64)[None, :], ds,
-                       bound.dense_time, _contiguous(bound))
+                       bound.dense_time, _contiguous(bound), run_length(bound.schedule))
     return ((o // g) * ds + slot) * g + o % g
 
 
@@ -429,8 +429,9 @@ def thread_of_space_stamp(bound: BoundSchedule, space: Any) -> int:
     if _contiguous(bound):  # N1 in space: the stamp's position is the tile, the thread's slot
         pos, _ = space[i]
         slot = int(pos[0] if isinstance(pos, tuple) else pos)
-    else:
-        slot = int(coord[0] if isinstance(coord, tuple) else coord) % ds
+    else:  # (a K1 of runs: the coordinate is its run's first k)
+        slot = int(dense_slots(int(coord[0] if isinstance(coord, tuple) else coord), ds,
+                               bound.dense_time, False, run_length(bound.schedule)))
     return ((own // g) * ds + slot) * g + own % g
 
 

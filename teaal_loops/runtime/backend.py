@@ -194,11 +194,14 @@ def _dense_options(source: str, one_step: bool, ahead: bool, vector: int,
     return options
 
 
-def sampled_vector(u: Any, v: Any) -> int:
+def sampled_vector(u: Any, v: Any, run: int = 1) -> int:
     """1 where SDDMM's factors U[M, K] and V[K, N] (CuPy arrays) both run along K with unit
     stride and every row of U and column of V starts 16-byte aligned, so that a thread's dot
-    product can read them with 16-byte loads; else 0."""
+    product (or, ``run`` > 1, its runs of ``run`` neighbouring k: K a multiple of ``run``, a
+    run a multiple of 16 bytes) can read them with 16-byte loads; else 0."""
     itemsize = int(u.dtype.itemsize)
+    if run > 1 and (int(u.shape[1]) % run or (run * itemsize) % 16):
+        return 0
     us: tuple[int, ...] = tuple(getattr(u, "strides", ()))
     vs: tuple[int, ...] = tuple(getattr(v, "strides", ()))
     if len(us) != 2 or len(vs) != 2 or us[1] != itemsize or vs[0] != itemsize:

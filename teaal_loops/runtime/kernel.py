@@ -22,6 +22,7 @@ import numpy as np
 from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtype
 from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
+from teaal_loops.ir.dense import run_length
 from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
 from teaal_loops.layouts import get_layout
 from teaal_loops.runtime import backend, epilogue
@@ -509,7 +510,8 @@ class Kernel:
         dense = self.schedule.form.dense
         resident = False
         if self.schedule.form.kind == "sddmm":
-            vector = backend.sampled_vector(*call.arrays)
+            u, v = call.arrays
+            vector = backend.sampled_vector(u, v, run=run_length(self.schedule))
         else:
             vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
                                           call.arrays[0])

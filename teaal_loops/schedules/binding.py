@@ -91,7 +91,7 @@ def _bind_dense(
             split = size if dense.space else 1  # one tile: all of N in space (or in time)
         if split < 1:
             raise ParameterError(f"{dense.split} = {split}: must be positive")
-        if isinstance(dense.split, str):
+        if isinstance(dense.split, str) and dense.run is None:  # (runs: split is the step)
             params[dense.split] = split
         # A tile wider than the rank keeps one thread per element (DS = min(S, size)): the
         # threads past it would own no n, and n mod DS = n mod S for every n < size, so the

@@ -78,7 +78,8 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
     by, auto = plan.kernel_variants([lanes], ("spmv", "spmm", "sddmm"))
     assert [v.label for v in by["spmm"]] == ["lanes_over_n"]  # given: no sweep
     assert "merge_path" in [v.label for v in by["spmv"]] and auto is False  # the library
-    assert [v.label for v in by["sddmm"]] == ["lanes_over_k", "thread_per_nonzero",
+    assert [v.label for v in by["sddmm"]] == ["lanes_over_k", "lanes_over_k_runs",
+                                              "thread_per_nonzero",
                                               "thread_per_nonzero[WORK_PER_THREAD=1]"]
     library, _ = plan.kernel_variants([], ("spmm",))
     assert [v.label for v in library["spmm"]] == [

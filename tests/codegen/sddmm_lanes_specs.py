@@ -1,6 +1,7 @@
 """SDDMM specs with the summed rank's K0 in space (teaal_loops/ir/dense.py), shared by the CPU
 tests of the lanes kernels: thread-mapped (S threads a worker) and group-mapped (S threads
-between the worker and its G lanes), each with its sizes as parameters."""
+between the worker and its G lanes), each with its sizes as parameters; and the same with K
+split twice (``*_runs``: K1 in space, each thread summing runs of R neighbouring k)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from teaal_loops.spec import load_spec_string
 
 REPO = Path(__file__).resolve().parents[2]
 LANES_SPEC = REPO / "specs" / "sddmm" / "lanes_over_k.yaml"
+RUNS_SPEC = REPO / "specs" / "sddmm" / "lanes_over_k_runs.yaml"
 
 _HEAD = """\
 einsum:
@@ -39,6 +41,15 @@ MAPPINGS = {
     "group_mapped": (
         ["N: [uniform_occupancy(C.G)]", "K: [uniform_shape(S)]"],
         "M, N1, N0, K1, K0", "M, K0, N0", "N1, K1",
+    ),
+    # K split twice: P / R threads (K1) sum each atom's runs of R neighbouring k
+    "thread_mapped_runs": (
+        ["M: [uniform_shape(T)]", "K: [uniform_shape(P), uniform_shape(R)]"],
+        "M1, M0, N, K2, K1, K0", "M0, K1", "M1, N, K2, K0",
+    ),
+    "group_mapped_runs": (
+        ["N: [uniform_occupancy(C.G)]", "K: [uniform_shape(P), uniform_shape(R)]"],
+        "M, N1, N0, K2, K1, K0", "M, K1, N0", "N1, K2, K0",
     ),
 }
 

@@ -21,9 +21,9 @@ from teaal_loops.cli import main
 from teaal_loops.codegen import make_config, render
 from teaal_loops.codegen.config import KernelConfig
 from teaal_loops.errors import ParameterError, TeaalLoopsError
-from teaal_loops.ir.dense import default_reduce_lanes, lane_tree_sum, reduce_lanes
+from teaal_loops.ir.dense import default_reduce_lanes, lane_tree_sum, reduce_lanes, run_length
 from teaal_loops.ir.model import Combine, GpuLevel
-from teaal_loops.lowering import lower
+from teaal_loops.lowering import lower, simulate
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec, load_spec_string
 from teaal_loops.types import MatrixShape
@@ -254,3 +254,131 @@ def test_every_lanes_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
     assert not failures, "\n".join(failures)
     warnings = [f"{name}:\n{e}" for name, code, e in good if "warning" in e.lower()]
     assert not warnings, "\n".join(warnings)
+
+
+# ---- K split twice: runs of R neighbouring k a thread --------------------------------------
+
+RUNS_SPEC = LANES_SPEC.with_name("lanes_over_k_runs.yaml")
+
+
+def test_k_split_twice_lowers_to_threads_summing_runs() -> None:
+    schedule = lower(load_spec(RUNS_SPEC))
+    dense = schedule.form.dense
+    assert dense is not None
+    assert (dense.space, dense.time, dense.split, dense.run) == ("K1", "K2", "K_STEP", "K_RUN")
+    levels = {r.name: r.level for r in schedule.ranks if r.name.startswith("K")}
+    assert levels == {"K2": GpuLevel.LOOP, "K1": GpuLevel.DENSE, "K0": GpuLevel.LOOP}
+    assert run_length(schedule) == 4 and reduce_lanes(schedule, 4) == 8
+    bound = bind(schedule, SHAPE, None, {}, dense_size=128)
+    assert bound.dense_space == 8 and bound.params.get("K_STEP", 32) == 32  # the step, not S
+    assert schedule.combine is Combine.STORE
+    # the thread of every (atom, k): (k div R) mod S among the atom's 8
+    owner = simulate(bound, _sparse(), np.zeros((100, 128)), np.zeros((128, 80))).owner
+    k = np.arange(128)
+    first = owner[0] - owner[0, 0]
+    assert np.array_equal(first // 4 % 8, (k // 4 % 8))  # G = 4 lanes between slots
+
+
+def _sparse() -> object:
+    import scipy.sparse as sp
+
+    return sp.random(100, 80, density=0.1, format="csr", random_state=3)
+
+
+def _runs_text(space: str = "M, K1, N0", time: str = "N1, K2, K0",
+               split: str = "uniform_shape(P), uniform_shape(R)") -> str:
+    text = lanes_spec_text("group_mapped_runs", space=space).replace(
+        "time: [N1, K2, K0]", f"time: [{time}]")
+    return text.replace("uniform_shape(P), uniform_shape(R)", split)
+
+
+@pytest.mark.parametrize(("space", "time"), [
+    ("M, K0, N0", "N1, K2, K1"),  # the run in space
+    ("M, K2, N0", "N1, K1, K0"),  # the step in space
+])
+def test_runs_need_k1_in_space_and_k2_k0_in_time(
+    space: str, time: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _refusal(_runs_text(space, time), tmp_path, capsys, "--param", "P=32",
+                   "--param", "R=4")
+    assert "put K1 in space and K2 and K0 in time" in err and "spacetime" in err
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ("uniform_shape(30), uniform_shape(4)", "tiles of 4 do not nest in tiles of 30"),
+    ("uniform_shape(192), uniform_shape(4)", "192 / 4, must be a whole power of two"),
+    ("uniform_shape(32), uniform_shape(4), uniform_shape(2)", "it takes one uniform_shape(S)"),
+])
+def test_bad_literal_runs_are_refused_at_the_split(
+    split: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _runs_text(split=split)
+    if split.count("uniform_shape") == 3:  # a fourth final rank, K3, in time
+        text = text.replace("K2, K1, K0]", "K3, K2, K1, K0]").replace(
+            "N1, K2, K0]", "N1, K3, K2, K0]")
+    err = _refusal(text, tmp_path, capsys)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if t.strip().startswith("K: ["))
+    assert err.startswith(f"{tmp_path / 'spec.yaml'}:{line}:") and message in err
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"G": 4, "P": 24, "R": 4}, "24 / 4, must be a whole power of two"),
+    ({"G": 8, "P": 64, "R": 4}, "16 threads over K x 8 lanes a group = 128"),
+])
+def test_bad_run_parameters_are_refused_at_binding(params: dict[str, int],
+                                                   message: str) -> None:
+    schedule = lanes_schedule("group_mapped_runs", params)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        bind(schedule, SHAPE, None, params)
+
+
+def test_spmm_takes_one_split_of_its_dense_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (RUNS_SPEC.parents[1] / "spmm/nonzero_split_vec.yaml").read_text().replace(
+        "N: [uniform_shape(N_VEC)]", "N: [uniform_shape(8), uniform_shape(4)]").replace(
+        "Z: [MK1, N1, N0, MK0]", "Z: [MK1, N2, N1, N0, MK0]").replace(
+        "time: [N0, MK0]", "time: [N2, N0, MK0]")
+    err = _refusal(text, tmp_path, capsys)
+    assert "it takes one uniform_shape(S)" in err and "summed" not in err
+
+
+def test_runs_read_by_vector_loads_only_where_whole_runs_of_16_bytes_are_aligned() -> None:
+    from types import SimpleNamespace
+
+    from teaal_loops.runtime import backend
+
+    def arr(shape: tuple[int, int], strides: tuple[int, int], itemsize: int = 4) -> object:
+        return SimpleNamespace(dtype=np.dtype(f"f{itemsize}"), shape=shape, strides=strides,
+                               data=SimpleNamespace(ptr=4096))
+
+    u, v_t = arr((9, 32), (128, 4)), arr((32, 9), (4, 128))
+    assert backend.sampled_vector(u, v_t, run=4) == 1  # 16-byte runs
+    assert backend.sampled_vector(arr((9, 36), (144, 4)), arr((36, 9), (4, 144)), run=8) == 0
+    assert backend.sampled_vector(u, v_t, run=2) == 0  # 8-byte runs
+    assert backend.sampled_vector(arr((9, 32), (256, 8), 8), arr((32, 9), (8, 256), 8),
+                                  run=2) == 1  # one double2 a run
+    source = render(make_config(lower(load_spec(RUNS_SPEC))))
+    assert backend.dense_options(source, 8, 4, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
+def test_every_runs_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
+    """The library spec in f32 and f64, plain, vector and trace builds; a thread-mapped runs
+    kernel with runs of 3 (no vector loads)."""
+    library = lower(load_spec(RUNS_SPEC))
+    configs = [(f"runs.{d}", make_config(library, dtype=d)) for d in ("f32", "f64")]
+    configs.append(("tm_runs", make_config(lanes_schedule(
+        "thread_mapped_runs", {"P": 24, "R": 3, "T": 2}))))
+    jobs = []
+    for name, cfg in configs:
+        path = tmp_path / f"{name}.cu"
+        path.write_text(render(cfg))
+        for defines in ((), ("-DTEAAL_DENSE_VECTOR=1",), ("-DTEAAL_TRACE=1",
+                                                          "-DTEAAL_DENSE_VECTOR=1")):
+            jobs.append((path, defines))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: _nvcc(job[0], *job[1]), jobs))
+    failures = [f"{name}: exit {code}\n{e}" for name, code, e in results if code != 0]
+    assert not failures, "\n".join(failures)
+    assert not [e for _, _, e in results if "warning" in e.lower()]

@@ -23,7 +23,7 @@ import pytest
 import scipy.sparse as sp
 
 from teaal_loops.codegen import make_config
-from teaal_loops.ir.dense import lane_tree_sum
+from teaal_loops.ir.dense import lane_tree_sum, run_length
 from teaal_loops.ir.model import Schedule
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower, simulate
@@ -31,7 +31,7 @@ from teaal_loops.runtime.device_matrix import host_arguments
 from teaal_loops.schedules import bind, schedule_definition
 from teaal_loops.spec import load_spec
 from tests.codegen import host_emulation as emu
-from tests.codegen.sddmm_lanes_specs import LANES_SPEC, lanes_schedule
+from tests.codegen.sddmm_lanes_specs import LANES_SPEC, RUNS_SPEC, lanes_schedule
 from tests.layouts import emulation as layout_emulation
 
 pytestmark = pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")
@@ -67,6 +67,17 @@ CASES: list[tuple[str, dict[str, int], str, str, int, tuple[int, ...]]] = [
     ("group_mapped", {"G": 2, "S": 16}, "csr", "float64", 64, (9, 70)),
     ("group_mapped", {"G": 16, "S": 2}, "csr", "float32", 32, (5,)),
     ("group_mapped", {"G": 8}, "csr", "float32", 32, (13,)),  # S defaults to 32 / G = 4
+    # K split twice: S = P / R threads, runs of R; K not a multiple of R (a partial run), of
+    # P (a partial step), and below R
+    ("group_mapped_runs", {"G": 4, "P": 32, "R": 4}, "csr", "float32", 32, (1, 19, 64)),
+    ("group_mapped_runs", {"G": 2, "P": 32, "R": 2}, "csr", "float64", 64, (9, 70)),
+    ("thread_mapped_runs", {"P": 24, "R": 3, "T": 2}, "csr", "float32", 32, (3, 37)),
+]
+# The runs read by 16-byte loads (backend.sampled_vector's build): K a multiple of R, rows of
+# 16-byte multiples; float32 runs of 4 (one float4), float64 runs of 4 (two double2).
+VECTOR_CASES: list[tuple[str, dict[str, int], str, tuple[int, ...]]] = [
+    ("group_mapped_runs", {"G": 4, "P": 32, "R": 4}, "float32", (4, 32, 132)),
+    ("group_mapped_runs", {"G": 2, "P": 64, "R": 4}, "float64", (8, 72)),
 ]
 IDS = [f"{k}{''.join(f'-{n}{v}' for n, v in p.items())}-{lay}-{d}-i{b}"
        for k, p, lay, d, b, _ in CASES]
@@ -76,22 +87,26 @@ def _schedule(kind: str, params: dict[str, int]) -> Schedule:
     return lower(load_spec(LANES_SPEC)) if kind == "library" else lanes_schedule(kind, params)
 
 
-def _expected(U: np.ndarray, V: np.ndarray, view: object, lanes: int, value: np.dtype) -> np.ndarray:
-    """Each atom's value in the kernel's order, in ``value``: per-thread partial sums over k1,
-    the shuffle tree, then the atom's value times the sum (module docstring)."""
+def _expected(U: np.ndarray, V: np.ndarray, view: object, lanes: int, value: np.dtype,
+              run: int = 1) -> np.ndarray:
+    """Each atom's value in the kernel's order, in ``value``: per-thread partial sums over its
+    k in increasing order (thread (k div run) mod S), the shuffle tree, then the atom's value
+    times the sum (module docstring)."""
     e = view.entries  # type: ignore[attr-defined]
     K = U.shape[1]
     products = U[e.row] * V[:, e.col].T  # (entries, K), rounded to value_t
     partial = np.zeros((len(e.row), lanes), dtype=value)
     for k in range(K):
-        partial[:, k % lanes] = partial[:, k % lanes] + products[:, k]
+        lane = k // run % lanes
+        partial[:, lane] = partial[:, lane] + products[:, k]
     out = np.full(view.num_atoms, np.nan, dtype=value)  # type: ignore[attr-defined]
     out[e.atom] = e.val.astype(value) * lane_tree_sum(partial)
     return out
 
 
 def run_lanes(schedule: Schedule, params: dict[str, int], layout: str, dtype: str, bits: int,
-              A: sp.csr_matrix, K: int, *, sanitize: bool = False) -> None:
+              A: sp.csr_matrix, K: int, *, sanitize: bool = False,
+              options: tuple[str, ...] = ()) -> None:
     """Run the kernel on ``A`` with U[M, K] row-major and V stored [N, K] (the fast layout),
     and check its values and owners (module docstring)."""
     view = tile_view(layout, A)
@@ -110,12 +125,13 @@ def run_lanes(schedule: Schedule, params: dict[str, int], layout: str, dtype: st
     scalars = {"rows": rows, "cols": cols, "nnz": nnz, **host.scalars}
     scalars.update(schedule_definition(bound.kind).kernel_arguments(bound))
     scalars.update(dense_n=K, u_stride_m=K, u_stride_k=1, v_stride_k=1, v_stride_n=K)
-    exe = layout_emulation.build(cfg, sanitize=sanitize)
+    exe = emu.build(cfg, options) if options else layout_emulation.build(cfg, sanitize=sanitize)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # the shim keeps its barriers
     result = emu.execute(exe, cfg, bound, arrays, scalars, rows=nnz, atoms=nnz * K, env=env,
                          timeout=60)
     assert not np.isnan(result.y).any(), "an atom's value was never written"
-    np.testing.assert_array_equal(result.y, _expected(U, V, view, bound.dense_space, value))
+    np.testing.assert_array_equal(
+        result.y, _expected(U, V, view, bound.dense_space, value, run_length(schedule)))
     sim = simulate(bound, A, np.zeros((rows, K)), np.zeros((K, cols)))
     np.testing.assert_array_equal(result.owner.reshape(nnz, K), sim.owner)
 
@@ -148,6 +164,28 @@ def test_the_library_spec_kernel_on_the_cpu() -> None:
     schedule = _schedule("library", {})
     for K in (32, 11):
         run_lanes(schedule, {}, "csr", "float32", 32, MATRICES["skewed"], K)
+
+
+@pytest.mark.parametrize(("kind", "params", "dtype", "ks"), VECTOR_CASES,
+                         ids=[f"{k}-{d}" for k, _, d, _ in VECTOR_CASES])
+def test_runs_read_by_vector_loads_give_the_documented_bits(
+    kind: str, params: dict[str, int], dtype: str, ks: tuple[int, ...]
+) -> None:
+    """The vector build (the shim aborts on a 16-byte load that is not 16-byte aligned)."""
+    schedule = _schedule(kind, params)
+    for A in MATRICES.values():
+        for K in ks:
+            run_lanes(schedule, params, "csr", dtype, 32, A, K,
+                      options=("-DTEAAL_DENSE_VECTOR=1",))
+
+
+def test_the_runs_library_spec_kernel_on_the_cpu() -> None:
+    schedule = lower(load_spec(RUNS_SPEC))
+    assert run_length(schedule) == 4
+    for K in (32, 128, 11):
+        run_lanes(schedule, {}, "csr", "float32", 32, MATRICES["skewed"], K)
+    run_lanes(schedule, {}, "csr", "float32", 32, MATRICES["skewed"], 64,
+              options=("-DTEAAL_DENSE_VECTOR=1",))
 
 
 @pytest.mark.parametrize("kind,params", [("thread_mapped", {"S": 8, "T": 2}),
