@@ -41,12 +41,13 @@ The dense rank's space part is numbered after the worker's ranks and before a gr
 neighbouring threads (coalesced loads); :func:`dense_slots` computes the slot. A spec that
 orders the space ranks otherwise is refused, as are a dense rank in space on merge-path (its
 blocks cut the merge of row ends and nonzeros into one share per thread and reduce rows across
-the block's threads), a summed
-dense rank (SDDMM's K) in space on the chunked schedules (their SDDMM kernels sum it in one
-thread) or unsplit (its size, which the shuffle tree's width would be, is known only at
-launch). Work-oriented SpMM takes ``N`` or ``N0`` in space (nonzero splitting, as cuSPARSE's
-CSR_ALG2 and GE-SpMM do): chunk ``c`` of ``W`` nonzeros is worker ``c``, whose ``DS`` threads
-walk it once per block of the columns they own; its block finds its workers as
+the block's threads) and a summed dense rank (SDDMM's K) in space unsplit (its size, which
+the shuffle tree's width would be, is known only at launch). Work-oriented SDDMM takes K's
+threads as the row schedules do: chunk ``c`` is worker ``c``, whose ``S`` threads walk it
+together, each atom's dot product summed by all ``S``. Work-oriented SpMM takes ``N`` or
+``N0`` in space (nonzero splitting, as cuSPARSE's CSR_ALG2 and GE-SpMM do): chunk ``c`` of
+``W`` nonzeros is worker ``c``, whose ``DS`` threads walk it once per block of the columns
+they own; its block finds its workers as
 ``thread / DS`` and stages their rows behind barriers that every thread reaches before the
 loop over the dense rank.
 
@@ -362,13 +363,6 @@ def check_dense_position(
         return
     space = list(ctx.space)
     name = dense.rank.space
-    if owns_chunks and dense.rank.reduce:
-        raise ctx.refuse(
-            f"rank {name} (dense) is in space on a schedule that gives each thread a chunk of "
-            f"nonzeros, and {name} is summed per nonzero (the chunked SDDMM kernels sum it in "
-            f"one thread); put {name} in time",
-            key_path=ctx.key("spacetime", "space"),
-        )
     if owns_chunks and _merge_path(ctx):
         raise ctx.refuse(
             f"rank {name} (dense) is in space on merge-path, whose blocks cut the merge of "

@@ -80,7 +80,9 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
     assert "merge_path" in [v.label for v in by["spmv"]] and auto is False  # the library
     assert [v.label for v in by["sddmm"]] == ["lanes_over_k", "lanes_over_k_runs",
                                               "thread_per_nonzero",
-                                              "thread_per_nonzero[WORK_PER_THREAD=1]"]
+                                              "thread_per_nonzero[WORK_PER_THREAD=1]",
+                                              "thread_per_nonzero_runs",
+                                              "thread_per_nonzero_runs[WORK_PER_THREAD=1]"]
     library, _ = plan.kernel_variants([], ("spmm",))
     assert [v.label for v in library["spmm"]] == [
         "group_lanes_over_k", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]",

@@ -42,6 +42,16 @@ MAPPINGS = {
         ["N: [uniform_occupancy(C.G)]", "K: [uniform_shape(S)]"],
         "M, N1, N0, K1, K0", "M, K0, N0", "N1, K1",
     ),
+    # chunks of W nonzeros (work-oriented), S threads a chunk summing each atom's K
+    "work_oriented": (
+        ["(M, N): [flatten()]", "MN: [uniform_occupancy(C.W)]", "K: [uniform_shape(S)]"],
+        "MN1, MN0, K1, K0", "MN1, K0", "MN0, K1",
+    ),
+    "work_oriented_runs": (
+        ["(M, N): [flatten()]", "MN: [uniform_occupancy(C.W)]",
+         "K: [uniform_shape(P), uniform_shape(R)]"],
+        "MN1, MN0, K2, K1, K0", "MN1, K1", "MN0, K2, K0",
+    ),
     # K split twice: P / R threads (K1) sum each atom's runs of R neighbouring k
     "thread_mapped_runs": (
         ["M: [uniform_shape(T)]", "K: [uniform_shape(P), uniform_shape(R)]"],

@@ -113,16 +113,20 @@ def test_k1_in_space_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "rank K1 is in space" in _refusal(text, tmp_path, capsys)
 
 
-@pytest.mark.parametrize("flat", ["uniform_occupancy(C.W)", "x_merge_path(C.I)"])
-def test_flat_schedules_with_k0_in_space_are_refused(
-    flat: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_merge_path_with_k0_in_space_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = lanes_spec_text("thread_mapped").replace(
-        "      M: [uniform_shape(T)]\n", f"      (M, N): [flatten()]\n      MN: [{flat}]\n"
-    ).replace("M1, M0, N, K1, K0", "MN1, MN0, K1, K0").replace("M0, K0", "MN1, K0").replace(
-        "M1, N, K1", "MN0, K1")
+    text = lanes_spec_text("work_oriented").replace("uniform_occupancy(C.W)",
+                                                    "x_merge_path(C.I)")
     err = _refusal(text, tmp_path, capsys)
-    assert "rank K0 (dense) is in space on a schedule that gives each thread a chunk" in err
+    assert "rank K0 (dense) is in space on merge-path" in err
+
+
+def test_work_oriented_sddmm_takes_k_threads_a_chunk() -> None:
+    schedule = lanes_schedule("work_oriented", {"W": 4, "S": 8})
+    bound = bind(schedule, SHAPE, None, {"W": 4, "S": 8})
+    assert bound.dense_space == 8 and bound.workers == 900 // 4
+    assert bound.launch.total_threads >= 900 // 4 * 8
 
 
 def test_s_times_g_past_a_warp_is_refused_at_binding() -> None:
@@ -365,11 +369,15 @@ def test_runs_read_by_vector_loads_only_where_whole_runs_of_16_bytes_are_aligned
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
 def test_every_runs_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
     """The library spec in f32 and f64, plain, vector and trace builds; a thread-mapped runs
-    kernel with runs of 3 (no vector loads)."""
+    kernel with runs of 3 (no vector loads); work-oriented with runs and with every S-th k."""
     library = lower(load_spec(RUNS_SPEC))
     configs = [(f"runs.{d}", make_config(library, dtype=d)) for d in ("f32", "f64")]
     configs.append(("tm_runs", make_config(lanes_schedule(
         "thread_mapped_runs", {"P": 24, "R": 3, "T": 2}))))
+    for dtype in ("f32", "f64"):
+        configs.append((f"wo_runs.{dtype}", make_config(lanes_schedule(
+            "work_oriented_runs", {"W": 1, "P": 32, "R": 4}), dtype=dtype)))
+    configs.append(("wo_s8", make_config(lanes_schedule("work_oriented", {"W": 2, "S": 8}))))
     jobs = []
     for name, cfg in configs:
         path = tmp_path / f"{name}.cu"

@@ -72,12 +72,17 @@ CASES: list[tuple[str, dict[str, int], str, str, int, tuple[int, ...]]] = [
     ("group_mapped_runs", {"G": 4, "P": 32, "R": 4}, "csr", "float32", 32, (1, 19, 64)),
     ("group_mapped_runs", {"G": 2, "P": 32, "R": 2}, "csr", "float64", 64, (9, 70)),
     ("thread_mapped_runs", {"P": 24, "R": 3, "T": 2}, "csr", "float32", 32, (3, 37)),
+    # work-oriented: chunks of W nonzeros crossing rows, walked by S threads together
+    ("work_oriented", {"W": 3, "S": 8}, "csr", "float32", 32, (1, 19)),
+    ("work_oriented_runs", {"W": 1, "P": 32, "R": 4}, "csr", "float64", 32, (7, 64)),
+    ("work_oriented_runs", {"W": 5, "P": 16, "R": 2}, "coo", "float32", 64, (9, 33)),
 ]
 # The runs read by 16-byte loads (backend.sampled_vector's build): K a multiple of R, rows of
 # 16-byte multiples; float32 runs of 4 (one float4), float64 runs of 4 (two double2).
 VECTOR_CASES: list[tuple[str, dict[str, int], str, tuple[int, ...]]] = [
     ("group_mapped_runs", {"G": 4, "P": 32, "R": 4}, "float32", (4, 32, 132)),
     ("group_mapped_runs", {"G": 2, "P": 64, "R": 4}, "float64", (8, 72)),
+    ("work_oriented_runs", {"W": 2, "P": 32, "R": 4}, "float32", (4, 132)),
 ]
 IDS = [f"{k}{''.join(f'-{n}{v}' for n, v in p.items())}-{lay}-{d}-i{b}"
        for k, p, lay, d, b, _ in CASES]

@@ -34,6 +34,9 @@ CASES: dict[str, tuple[str, dict[str, int]]] = {
     "runs_library": ("runs_library", {}),
     "runs_group_g2_r2": ("group_mapped_runs", {"G": 2, "P": 32, "R": 2}),
     "runs_thread_r3": ("thread_mapped_runs", {"P": 24, "R": 3, "T": 2}),
+    # work-oriented: S threads a chunk of W nonzeros
+    "runs_work_library": ("runs_work_library", {}),
+    "work_w3_s8": ("work_oriented", {"W": 3, "S": 8}),
 }
 MATRICES = {
     "uniform": synthetic("uniform", rows=300, cols=257, nnz=3000, seed=1),
@@ -48,6 +51,8 @@ def _kernel(tmp_path: Path, case: str, dtype: str) -> Any:
         return pipeline.compile(LANES_SPEC, dtype=dtype)
     if kind == "runs_library":
         return pipeline.compile(RUNS_SPEC, dtype=dtype)
+    if kind == "runs_work_library":
+        return pipeline.compile(RUNS_SPEC.with_name("thread_per_nonzero_runs.yaml"), dtype=dtype)
     spec = tmp_path / f"{case}.yaml"
     spec.write_text(lanes_spec_text(kind))
     return pipeline.compile(spec, dtype=dtype, params=params)
