@@ -92,9 +92,9 @@ struct TeaalFactors {
 static_assert(TEAAL_K_LANES >= 2 && TEAAL_K_LANES <= 32 && (TEAAL_K_LANES & (TEAAL_K_LANES - 1)) == 0 &&
               TEAAL_K_LANES * 1 <= 32, "S must be a power of two and S * G at most a warp");
 
-// Thread k0's partial sum of an atom's dot product over its runs r = k0, k0 + S, ... (the time
-// rank K2), each of the R neighbouring k = r * R + j, j = 0 .. R - 1 (K0, in time): summed in
-// value_t in (r, j) order. A warp-wide step reads S neighbouring runs of the row of U and of
+// Thread k0's partial sum of an atom's dot product (k0, the thread's place among the S, is the
+// spec's K1 digit here) over its runs r = k0, k0 + S, ... (the time rank K2), each of the R
+// neighbouring k = r * R + j, j = 0 .. R - 1 (K0, in time): summed in value_t in (r, j) order. A warp-wide step reads S neighbouring runs of the row of U and of
 // the column of V (u_k = v_k = 1: U row-major, V stored [N, K]). Built with
 // TEAAL_DENSE_VECTOR = 1 (unit strides, 16-byte aligned rows, K a multiple of R and a run a
 // multiple of 16 bytes: backend.sampled_vector), a run is read by 16-byte loads.
