@@ -35,6 +35,9 @@ DENSE_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     "N_TILE": (32,),
     "WORK_PER_THREAD": (DEFAULT, 1),
     "NNZ_PER_WORKER": (DEFAULT, 8, 128),  # nonzero_split's chunk: latency vs search cost
+    # SDDMM runs' step: 16 (4 threads an atom, 2 runs each at K = 32) won 24 of 60 H100 cases
+    # against the default 32 (8 threads), most at K = 32 (BENCHMARKS.md)
+    "K_STEP": (DEFAULT, 16),
 }
 
 

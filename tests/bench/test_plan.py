@@ -78,11 +78,12 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
     by, auto = plan.kernel_variants([lanes], ("spmv", "spmm", "sddmm"))
     assert [v.label for v in by["spmm"]] == ["lanes_over_n"]  # given: no sweep
     assert "merge_path" in [v.label for v in by["spmv"]] and auto is False  # the library
-    assert [v.label for v in by["sddmm"]] == ["lanes_over_k", "lanes_over_k_runs",
-                                              "thread_per_nonzero",
-                                              "thread_per_nonzero[WORK_PER_THREAD=1]",
-                                              "thread_per_nonzero_runs",
-                                              "thread_per_nonzero_runs[WORK_PER_THREAD=1]"]
+    assert [v.label for v in by["sddmm"]] == [
+        "lanes_over_k", "lanes_over_k_runs", "lanes_over_k_runs[K_STEP=16]",
+        "thread_per_nonzero", "thread_per_nonzero[WORK_PER_THREAD=1]",
+        "thread_per_nonzero_runs", "thread_per_nonzero_runs[K_STEP=16]",
+        "thread_per_nonzero_runs[WORK_PER_THREAD=1]",
+        "thread_per_nonzero_runs[K_STEP=16,WORK_PER_THREAD=1]"]
     library, _ = plan.kernel_variants([], ("spmm",))
     assert [v.label for v in library["spmm"]] == [
         "group_lanes_over_k", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]",
