@@ -259,8 +259,8 @@ class DtypeFit:
     dtype: str
     result: FitResult
     record: Mapping[str, Any]
+    start: auto.AutoConstants  # the constants the fit started from
     device: str | None = None
-    start: auto.AutoConstants | None = None  # the constants the fit started from
 
 
 def fit_documents(
@@ -289,8 +289,8 @@ def fit_documents(
         if not mine:
             continue
         cases = [case for case, _, _ in mine]
-        first = start[dtype] if device is None else auto.constants(
-            8 if dtype == "float64" else 4, mine[0][0].device)
+        first = start[dtype] if device is None else auto.device_constant_sets().get(
+            (device, dtype), start[dtype])
         result = fit(cases, first)
         sources = list(dict.fromkeys(source for _, _, source in mine))
         runs = [doc for doc, source in docs if source in sources]
@@ -306,7 +306,7 @@ def fit_documents(
             "before": result.before.as_dict(),
             "after": result.after.as_dict(),
         }
-        fits.append(DtypeFit(dtype, result, record, device, first))
+        fits.append(DtypeFit(dtype, result, record, first, device))
     return fits
 
 
@@ -321,7 +321,8 @@ def write_constants(
     base = Path(base or auto.CONSTANTS_FILE)
     sets = dict(auto.load_constant_sets(base))
     records = _records(base)
-    devices = {key: (values, _device_records(base).get(key, {}))
+    device_records = _device_records(base)
+    devices = {key: (values, device_records.get(key, {}))
                for key, values in auto.load_device_sets(base).items()}
     for f in fits:
         if f.device is None:

@@ -173,8 +173,7 @@ def _fit_auto(args: argparse.Namespace) -> int:
     output = args.output or auto.CONSTANTS_FILE
     bench.check_output_path(output)
     docs = [(bench.load(path, need_stats=True), str(path)) for path in args.fit_auto]
-    start = auto.constant_sets()
-    fits = fit_auto.fit_documents(docs, start, per_device=args.per_device)
+    fits = fit_auto.fit_documents(docs, per_device=args.per_device)
     _writing(output, lambda: fit_auto.write_constants(fits, output))
     for f in fits:
         before, after = f.result.before, f.result.after
@@ -182,7 +181,7 @@ def _fit_auto(args: argparse.Namespace) -> int:
         print(f"{section}: auto within {fit_auto.FIT_SLACK:.2f}x of the best: "
               f"{before.within}/{before.of} -> {after.within}/{after.of} (geomean over best "
               f"{before.geomean_ratio:.3f} -> {after.geomean_ratio:.3f}), {f.result.rounds} rounds")
-        for name, (old, new) in f.result.changed(f.start or start[f.dtype]).items():
+        for name, (old, new) in f.result.changed(f.start).items():
             print(f"  {name}: {old} -> {new}")
     print(f"constants: {output}")
     return 0

@@ -291,22 +291,15 @@ def reduce_lanes(
             raise ParameterError(f"{split}: the step of {dense.name}'s runs must be bound "
                                  "when the spec is lowered", key_path=key)
         lanes = _check_runs(None, dense.name, int(compiled), run_length(schedule))
-        given_step = values.get(split) if values is not None and isinstance(split, str) else None
-        if given_step is not None and given_step != compiled:
-            raise ParameterError(f"{split} = {given_step}: compiled into the kernel as "
-                                 f"{compiled}; bind it when the spec is lowered", key_path=key)
-        if lanes * group > WARP_SIZE:
-            raise ParameterError(
-                f"{split} / {dense.run} = {lanes} threads over {dense.name} x {group} lanes "
-                f"a group = {lanes * group} threads a worker: they reduce with warp shuffles, "
-                f"so the product must be at most {WARP_SIZE}", key_path=key)
-        return lanes
-    lanes = default_reduce_lanes(group) if compiled is None else compiled
+        threads = f"{split} / {dense.run}"
+    else:
+        compiled = lanes = default_reduce_lanes(group) if compiled is None else compiled
+        threads = str(split)
     given = values.get(split) if values is not None and isinstance(split, str) else None
-    if given is not None and given != lanes:
+    if given is not None and given != compiled:
         raise ParameterError(
-            f"{split} = {given}: the threads that sum {dense.name} ({dense.name}0) are compiled "
-            f"into the kernel as {lanes}; bind {split} when the spec is lowered (--param, "
+            f"{split} = {given}: the threads that sum {dense.name} are compiled into the "
+            f"kernel as {compiled}; bind {split} when the spec is lowered (--param, "
             f"x-teaal-loops.params or compile(params=...))",
             key_path=key,
         )
@@ -318,7 +311,7 @@ def reduce_lanes(
         )
     if lanes > 1 and lanes * group > WARP_SIZE:
         raise ParameterError(
-            f"{split} = {lanes} threads over {dense.name} x {group} lanes a group = "
+            f"{threads} = {lanes} threads over {dense.name} x {group} lanes a group = "
             f"{lanes * group} threads a worker: they reduce with warp shuffles, so the product "
             f"must be at most {WARP_SIZE}; bind a smaller {split} or group size",
             key_path=key,

@@ -199,16 +199,9 @@ def sampled_vector(u: Any, v: Any, run: int = 1) -> int:
     stride and every row of U and column of V starts 16-byte aligned, so that a thread's dot
     product (or, ``run`` > 1, its runs of ``run`` neighbouring k: K a multiple of ``run``, a
     run a multiple of 16 bytes) can read them with 16-byte loads; else 0."""
-    itemsize = int(u.dtype.itemsize)
-    if run > 1 and (int(u.shape[1]) % run or (run * itemsize) % 16):
+    if run > 1 and (int(u.shape[1]) % run or (run * int(u.dtype.itemsize)) % 16):
         return 0
-    us: tuple[int, ...] = tuple(getattr(u, "strides", ()))
-    vs: tuple[int, ...] = tuple(getattr(v, "strides", ()))
-    if len(us) != 2 or len(vs) != 2 or us[1] != itemsize or vs[0] != itemsize:
-        return 0
-    if us[0] % 16 or vs[1] % 16 or int(u.data.ptr) % 16 or int(v.data.ptr) % 16:
-        return 0
-    return 1
+    return int(_aligned_runs(u, along=1) and _aligned_runs(v, along=0))
 
 
 def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:
@@ -218,13 +211,18 @@ def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:
     ``time`` (no thread's run passes the row's end)."""
     if not contiguous or time < 2 or size % time:
         return 0
-    itemsize = int(operand.dtype.itemsize)
-    strides = getattr(operand, "strides", (0, 0))
-    if time * itemsize not in VECTOR_BYTES or len(strides) != 2 or strides[1] != itemsize:
+    if time * int(operand.dtype.itemsize) not in VECTOR_BYTES:
         return 0
-    if strides[0] % 16 or int(operand.data.ptr) % 16:
-        return 0
-    return time
+    return time if _aligned_runs(operand, along=1) else 0
+
+
+def _aligned_runs(array: Any, along: int) -> bool:
+    """Whether a 2-D ``array`` has unit stride ``along`` that axis and each of its runs along
+    it (rows for 1, columns for 0) starts 16-byte aligned: 16-byte loads may read them."""
+    strides: tuple[int, ...] = tuple(getattr(array, "strides", ()))
+    if len(strides) != 2 or strides[along] != int(array.dtype.itemsize):
+        return False
+    return not (strides[1 - along] % 16 or int(array.data.ptr) % 16)
 
 
 def get_function(source: str, name: str, *, trace: bool = False,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from teaal_loops.errors import ParameterError
 from teaal_loops.ir.dense import reduce_lanes
-from teaal_loops.ir.model import BoundSchedule, Schedule
+from teaal_loops.ir.model import BoundSchedule, DenseRank, Schedule
 from teaal_loops.schedules.registry import schedule_definition
 from teaal_loops.types import INT32_MAX, DeviceInfo, Launch, MatrixShape, ceil_div, index_bits
 
@@ -72,42 +72,22 @@ def _bind_dense(
     if size < 1:
         raise ParameterError(f"the dense rank {dense.name} has size {size}; it must be >= 1")
     params = dict(bound.params)
-    if dense.contiguous:  # N1 in space, N0 in time: S neighbouring elements a thread
-        split = (dense.split if isinstance(dense.split, int)
-                 else values.get(dense.split) if dense.split is not None else None)
-        split = DEFAULT_CONTIGUOUS if split is None else split
-        if split < 1:
-            raise ParameterError(f"{dense.split} = {split}: must be positive")
-        if isinstance(dense.split, str):
-            params[dense.split] = split
-        time = min(split, size)
-        space = ceil_div(size, time)
-    elif dense.split is not None:
-        split = dense.split if isinstance(dense.split, int) else values.get(dense.split)
-        if dense.reduce and dense.space:
-            # SDDMM's K0 in space: S threads reduce by shuffles, S compiled into the kernel
-            split = reduce_lanes(bound.schedule, bound.group_size, values)
-        elif split is None:
-            split = size if dense.space else 1  # one tile: all of N in space (or in time)
-        if split < 1:
-            raise ParameterError(f"{dense.split} = {split}: must be positive")
-        if isinstance(dense.split, str) and dense.run is None:  # (runs: split is the step)
-            params[dense.split] = split
-        # A tile wider than the rank keeps one thread per element (DS = min(S, size)): the
-        # threads past it would own no n, and n mod DS = n mod S for every n < size, so the
-        # owners are the split's.
-        if not dense.space:
-            space = 1
-        elif dense.reduce:
-            space = split  # compiled into the shuffle tree
-        else:
-            space = min(split, size)
-    else:
-        space = size if dense.space else 1
-    if not dense.contiguous:
-        time = ceil_div(size, space)
-    if dense.split is not None and dense.space is None:
-        time = size  # both digits in time: every n in turn
+    split = dense.split if isinstance(dense.split, int) else (
+        values.get(dense.split) if dense.split is not None else None)
+    lanes = 0
+    if dense.reduce and dense.space is not None and dense.split is not None:
+        # SDDMM's K in space: S threads reduce by shuffles, S compiled into the kernel (split
+        # twice, the split is the runs' step, not S)
+        lanes = reduce_lanes(bound.schedule, bound.group_size, values)
+        split = lanes if dense.run is None else split
+    elif split is None and dense.split is not None:
+        # contiguous: a vector's worth a thread; else one tile, all of N in space (or in time)
+        split = DEFAULT_CONTIGUOUS if dense.contiguous else (size if dense.space else 1)
+    if split is not None and split < 1:
+        raise ParameterError(f"{dense.split} = {split}: must be positive")
+    if isinstance(dense.split, str) and dense.run is None and split is not None:
+        params[dense.split] = split
+    space, time = _dense_extents(dense, size, split, lanes)
     old = bound.launch
     threads_per_block = old.threads_per_block
     total = bound.workers * space * bound.group_size
@@ -121,6 +101,27 @@ def _bind_dense(
         bound, params=params, dense_size=size, dense_space=space, dense_time=time,
         launch=launch,
     )
+
+
+def _dense_extents(dense: DenseRank, size: int, split: int | None,
+                   lanes: int) -> tuple[int, int]:
+    """(DS, DT) of a dense rank of ``size`` split by ``split`` (None: unsplit); ``lanes``: the
+    compiled threads of a summed rank in space."""
+    if lanes:
+        return lanes, ceil_div(size, lanes)
+    if split is None:  # unsplit: all in space, one element a thread, or all in time
+        space = size if dense.space else 1
+        return space, ceil_div(size, space)
+    if dense.contiguous:  # N1 in space, N0 in time: S neighbouring elements a thread
+        time = min(split, size)
+        return ceil_div(size, time), time
+    if dense.space is None:  # both digits in time: every n in turn
+        return 1, size
+    # A tile wider than the rank keeps one thread per element (DS = min(S, size)): the threads
+    # past it would own no n, and n mod DS = n mod S for every n < size, so the owners are the
+    # split's.
+    space = min(split, size)
+    return space, ceil_div(size, space)
 
 
 def describe_sizes(bound: BoundSchedule) -> dict[str, int]:
