@@ -54,6 +54,15 @@ typedef value_t* __restrict__ YVec;
 template <class T> struct TeaalVector16;
 template <> struct TeaalVector16<float> { typedef float4 type; };
 template <> struct TeaalVector16<double> { typedef double2 type; };
+constexpr int TEAAL_PER16 = 16 / (int)sizeof(value_t);  // value_t elements in 16 bytes
+// The TEAAL_PER16 elements at p (16-byte aligned) into out, by one 16-byte load.
+__device__ __forceinline__ void teaal_load16(const value_t* p, value_t* out) {
+  typedef typename TeaalVector16<value_t>::type V;
+  union { V v; value_t e[TEAAL_PER16]; } got;
+  got.v = __ldg(reinterpret_cast<const V*>(p));
+  #pragma unroll
+  for (int i = 0; i < TEAAL_PER16; ++i) out[i] = got.e[i];
+}
 
 // SDDMM's dense factors: the row factor U[M, K] (u_data) and the column factor V[K, N]
 // (v_data), each read through two strides so that any storage order serves (a row-major U
@@ -96,8 +105,9 @@ static_assert(TEAAL_K_LANES >= 2 && TEAAL_K_LANES <= 32 && (TEAAL_K_LANES & (TEA
 
 // Thread k0's partial sum of an atom's dot product (k0, the thread's place among the S, is the
 // spec's K1 digit here) over its runs r = k0, k0 + S, ... (the time rank K2), each of the R
-// neighbouring k = r * R + j, j = 0 .. R - 1 (K0, in time): summed in value_t in (r, j) order. A warp-wide step reads S neighbouring runs of the row of U and of
-// the column of V (u_k = v_k = 1: U row-major, V stored [N, K]). Built with
+// neighbouring k = r * R + j, j = 0 .. R - 1 (K0, in time): summed in value_t in (r, j)
+// order. A warp-wide step reads S neighbouring runs of the row of U and of the column of V
+// (u_k = v_k = 1: U row-major, V stored [N, K]). Built with
 // TEAAL_DENSE_VECTOR = 1 (unit strides, 16-byte aligned rows, K a multiple of R and a run a
 // multiple of 16 bytes: backend.sampled_vector), a run is read by 16-byte loads.
 __device__ __forceinline__ value_t teaal_lane_dot(const TeaalFactors& F, const value_t* urow,
@@ -106,21 +116,17 @@ __device__ __forceinline__ value_t teaal_lane_dot(const TeaalFactors& F, const v
   long long r = k0;
   constexpr int run_bytes = TEAAL_K_RUN * (int)sizeof(value_t);
   if constexpr (TEAAL_DENSE_VECTOR && run_bytes % 16 == 0) {
-    typedef typename TeaalVector16<value_t>::type V;
-    constexpr int per = 16 / (int)sizeof(value_t);
     const long long runs = F.K / TEAAL_K_RUN;
     #pragma unroll 4
     for (; r < runs; r += TEAAL_K_LANES) {
-      const V* u = reinterpret_cast<const V*>(urow + r * TEAAL_K_RUN);
-      const V* v = reinterpret_cast<const V*>(vcol + r * TEAAL_K_RUN);
+      value_t uk[TEAAL_K_RUN], vk[TEAAL_K_RUN];
       #pragma unroll
-      for (int q = 0; q < run_bytes / 16; ++q) {
-        union { V v; value_t e[per]; } a, b;
-        a.v = __ldg(u + q);
-        b.v = __ldg(v + q);
-        #pragma unroll
-        for (int i = 0; i < per; ++i) sum += a.e[i] * b.e[i];
+      for (int q = 0; q < TEAAL_K_RUN; q += TEAAL_PER16) {
+        teaal_load16(urow + r * TEAAL_K_RUN + q, uk + q);
+        teaal_load16(vcol + r * TEAAL_K_RUN + q, vk + q);
       }
+      #pragma unroll
+      for (int j = 0; j < TEAAL_K_RUN; ++j) sum += uk[j] * vk[j];
     }
   } else {
     for (; r * TEAAL_K_RUN < F.K; r += TEAAL_K_LANES) {

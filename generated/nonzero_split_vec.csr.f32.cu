@@ -71,21 +71,24 @@ template <int TB> struct TeaalBlock { static constexpr int value = TB; };
 template <class T> struct TeaalVector16;
 template <> struct TeaalVector16<float> { typedef float4 type; };
 template <> struct TeaalVector16<double> { typedef double2 type; };
+constexpr int TEAAL_PER16 = 16 / (int)sizeof(value_t);  // value_t elements in 16 bytes
+// The TEAAL_PER16 elements at p (16-byte aligned) into out, by one 16-byte load.
+__device__ __forceinline__ void teaal_load16(const value_t* p, value_t* out) {
+  typedef typename TeaalVector16<value_t>::type V;
+  union { V v; value_t e[TEAAL_PER16]; } got;
+  got.v = __ldg(reinterpret_cast<const V*>(p));
+  #pragma unroll
+  for (int i = 0; i < TEAAL_PER16; ++i) out[i] = got.e[i];
+}
 // Element c of each of the block's TB columns of B, into b.
 template <int TB>
 __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,
                                                    value_t (&b)[TB]) {
   constexpr int bytes = TB * (int)sizeof(value_t);
   if constexpr (TEAAL_DENSE_VECTOR && (bytes == 16 || bytes == 32)) {
-    typedef typename TeaalVector16<value_t>::type V;
-    constexpr int per = 16 / (int)sizeof(value_t);
-    const V* from = reinterpret_cast<const V*>(x[0] + c);
     #pragma unroll
-    for (int q = 0; q < bytes / 16; ++q) {
-      union { V v; value_t e[per]; } got;
-      got.v = __ldg(from + q);
-      #pragma unroll
-      for (int i = 0; i < per; ++i) b[q * per + i] = got.e[i];
+    for (int q = 0; q < bytes; q += 16) {
+      teaal_load16(x[0] + c + q / (int)sizeof(value_t), b + q / (int)sizeof(value_t));
     }
   } else {
     #pragma unroll

@@ -50,6 +50,15 @@ typedef value_t* __restrict__ YVec;
 template <class T> struct TeaalVector16;
 template <> struct TeaalVector16<float> { typedef float4 type; };
 template <> struct TeaalVector16<double> { typedef double2 type; };
+constexpr int TEAAL_PER16 = 16 / (int)sizeof(value_t);  // value_t elements in 16 bytes
+// The TEAAL_PER16 elements at p (16-byte aligned) into out, by one 16-byte load.
+__device__ __forceinline__ void teaal_load16(const value_t* p, value_t* out) {
+  typedef typename TeaalVector16<value_t>::type V;
+  union { V v; value_t e[TEAAL_PER16]; } got;
+  got.v = __ldg(reinterpret_cast<const V*>(p));
+  #pragma unroll
+  for (int i = 0; i < TEAAL_PER16; ++i) out[i] = got.e[i];
+}
 
 // SDDMM's dense factors: the row factor U[M, K] (u_data) and the column factor V[K, N]
 // (v_data), each read through two strides so that any storage order serves (a row-major U
@@ -70,18 +79,15 @@ struct TeaalFactors {
     offset_t k = 0;
 #if TEAAL_DENSE_VECTOR
     // u_k = v_k = 1 and aligned: two 16-byte loads of each factor in flight a step
-    typedef typename TeaalVector16<value_t>::type V;
-    constexpr int per = 16 / (int)sizeof(value_t);
-    for (; K - k >= 2 * per; k += 2 * per) {
-      union { V v; value_t e[per]; } u0, u1, v0, v1;
-      u0.v = __ldg(reinterpret_cast<const V*>(urow + k));
-      u1.v = __ldg(reinterpret_cast<const V*>(urow + k + per));
-      v0.v = __ldg(reinterpret_cast<const V*>(vcol + k));
-      v1.v = __ldg(reinterpret_cast<const V*>(vcol + k + per));
+    constexpr int step = 2 * TEAAL_PER16;
+    for (; K - k >= step; k += step) {
+      value_t uk[step], vk[step];
+      teaal_load16(urow + k, uk);
+      teaal_load16(urow + k + TEAAL_PER16, uk + TEAAL_PER16);
+      teaal_load16(vcol + k, vk);
+      teaal_load16(vcol + k + TEAAL_PER16, vk + TEAAL_PER16);
       #pragma unroll
-      for (int i = 0; i < per; ++i) sum += u0.e[i] * v0.e[i];
-      #pragma unroll
-      for (int i = 0; i < per; ++i) sum += u1.e[i] * v1.e[i];
+      for (int i = 0; i < step; ++i) sum += uk[i] * vk[i];
     }
 #endif
     for (; K - k >= TEAAL_K_UNROLL; k += TEAAL_K_UNROLL) {

@@ -22,6 +22,7 @@ import jinja2
 
 from teaal_loops._version import __version__
 from teaal_loops.codegen.config import EPILOGUE_BLOCK_THREADS, EPILOGUE_KERNEL, KernelConfig
+from teaal_loops.ir.dense import reduce_lanes, run_length
 from teaal_loops.ir.model import Schedule
 from teaal_loops.layouts import get_layout, template_dirs, template_options
 from teaal_loops.types import KernelParam
@@ -238,6 +239,10 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "atoms_are_nonzeros": "sddmm" in get_layout(cfg.layout).forms,
         # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
         "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
+        # SDDMM: the threads that sum an atom's K and each one's run of neighbouring k (1, 1
+        # unless K is in space), as the binding checks them (ir/dense.py)
+        "sum_lanes": reduce_lanes(cfg.schedule, cfg.group_size),
+        "sum_run": run_length(cfg.schedule),
         **definition.template_context(cfg.schedule),
     }
     source = template.render(context)
