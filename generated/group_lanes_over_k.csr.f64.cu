@@ -62,6 +62,15 @@ struct YVec {
 #endif
 static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+// a * b + c rounded once, whatever the build: where a kernel fuses its products explicitly,
+// its vector and scalar builds give the same bits.
+__device__ __forceinline__ value_t teaal_fma(value_t a, value_t b, value_t c) {
+  if constexpr (sizeof(value_t) == sizeof(float)) {
+    return fmaf(a, b, c);
+  } else {
+    return fma(a, b, c);
+  }
+}
 // Element c of each of the block's TB columns of B, into b.
 template <int TB>
 __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,
@@ -218,21 +227,18 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
     // line just read) and skips them. Each sum runs in K1 order.
     offset_t a = A.tile_begin(m) + lane;
     for (; end - a > (TEAAL_UNROLL - 1) * TEAAL_GROUP_SIZE; a += TEAAL_UNROLL * TEAAL_GROUP_SIZE) {
-      value_t product[TEAAL_UNROLL][TB];
+      value_t weight[TEAAL_UNROLL];  // A's value at each of the step's positions
+      value_t column[TEAAL_UNROLL][TB];  // B[c, n_j] at each of them
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
-        const value_t v = A.atom_val(a + u * TEAAL_GROUP_SIZE);  // loaded once for the block's TB columns
-        const index_t c = A.atom_col(a + u * TEAAL_GROUP_SIZE);
-        value_t column[TB];  // B[c, n_j]
-        teaal_load_columns(teaal_x, c, column);
-        #pragma unroll
-        for (int j = 0; j < TB; ++j) product[u][j] = v * column[j];
+        weight[u] = A.atom_val(a + u * TEAAL_GROUP_SIZE);  // loaded once for the block's TB columns
+        teaal_load_columns(teaal_x, A.atom_col(a + u * TEAAL_GROUP_SIZE), column[u]);  // B[c, n_j]
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         #pragma unroll
         for (int j = 0; j < TB; ++j) {
-          sum[j] += product[u][j];
+          sum[j] = teaal_fma(weight[u], column[u][j], sum[j]);
           if (TEAAL_TRACE && teaal_live[j]) {
             const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
             TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);
@@ -241,23 +247,20 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
       }
     }
     if (a < end) {
-      value_t product[TEAAL_UNROLL][TB];
+      value_t weight[TEAAL_UNROLL];  // A's value at each of the step's positions
+      value_t column[TEAAL_UNROLL][TB];  // B[c, n_j] at each of them
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         const offset_t at = a + u * TEAAL_GROUP_SIZE;
-        const value_t v = A.atom_val(at < end ? at : a);  // loaded once for the block's TB columns
-        const index_t c = A.atom_col(at < end ? at : a);
-        value_t column[TB];  // B[c, n_j]
-        teaal_load_columns(teaal_x, c, column);
-        #pragma unroll
-        for (int j = 0; j < TB; ++j) product[u][j] = v * column[j];
+        weight[u] = A.atom_val(at < end ? at : a);  // loaded once for the block's TB columns
+        teaal_load_columns(teaal_x, A.atom_col(at < end ? at : a), column[u]);  // B[c, n_j]
       }
       #pragma unroll
       for (int u = 0; u < TEAAL_UNROLL; ++u) {
         if (a + u * TEAAL_GROUP_SIZE < end) {
           #pragma unroll
           for (int j = 0; j < TB; ++j) {
-            sum[j] += product[u][j];
+            sum[j] = teaal_fma(weight[u], column[u][j], sum[j]);
             if (TEAAL_TRACE && teaal_live[j]) {
               const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
               TEAAL_OWN(a + u * TEAAL_GROUP_SIZE);

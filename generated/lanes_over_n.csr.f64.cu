@@ -60,6 +60,15 @@ struct YVec {
 #endif
 static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+// a * b + c rounded once, whatever the build: where a kernel fuses its products explicitly,
+// its vector and scalar builds give the same bits.
+__device__ __forceinline__ value_t teaal_fma(value_t a, value_t b, value_t c) {
+  if constexpr (sizeof(value_t) == sizeof(float)) {
+    return fmaf(a, b, c);
+  } else {
+    return fma(a, b, c);
+  }
+}
 // Element c of each of the block's TB columns of B, into b.
 template <int TB>
 __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,

@@ -61,6 +61,15 @@ struct YVec {
 #endif
 static_assert(TEAAL_DENSE_BLOCK >= 1, "TEAAL_DENSE_BLOCK must be at least 1");
 template <int TB> struct TeaalBlock { static constexpr int value = TB; };
+// a * b + c rounded once, whatever the build: where a kernel fuses its products explicitly,
+// its vector and scalar builds give the same bits.
+__device__ __forceinline__ value_t teaal_fma(value_t a, value_t b, value_t c) {
+  if constexpr (sizeof(value_t) == sizeof(float)) {
+    return fmaf(a, b, c);
+  } else {
+    return fma(a, b, c);
+  }
+}
 // A thread's TB dense elements are neighbours (N1 in space, N0 in time). The runtime builds
 // with TEAAL_DENSE_VECTOR = 1 where they are 16 or 32 bytes of a row of B that
 // start 16-byte aligned (row-major, aligned rows, DT = TEAAL_DENSE_BLOCK, D a multiple of

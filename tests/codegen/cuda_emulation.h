@@ -3,6 +3,7 @@
 // Blocks run one after another; the threads of a block run as std::threads when the kernel
 // synchronises (shuffles, barriers), else one after another. Force-included by g++ -include.
 #pragma once  // (g++ warns about this when precompiling; harmless)
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,10 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+// CUDA's math functions the kernels call (teaal_fma): fused, one rounding, as on the GPU
+using std::fma;
+using std::fmaf;
 
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 // The 16-byte vector types of the kernels' vector loads (TEAAL_DENSE_VECTOR).

@@ -63,9 +63,14 @@ def test_thread_and_group_mapped_spmm_walk_atoms_once_per_block(
     assert "#define TEAAL_DENSE_BLOCK 4" in src
     assert BLOCKED_CALL in src and SINGLE_CALL in src
     # CSR: the atom's value and column are loaded once, outside the loop over the block
-    loads = re.findall(r"const value_t v = A\.atom_val\(([^)]*)\);", src)
+    if "group" in spec.stem:  # each step's loads first, then its products fused into the sums
+        loads = re.findall(r"weight\[u\] = A\.atom_val\(([^)]*)\);", src)
+        assert "teaal_load_columns(teaal_x, A.atom_col(" in src and "column[u]);" in src
+        assert "sum[j] = teaal_fma(weight[u], column[u][j], sum[j]);" in src
+    else:
+        loads = re.findall(r"const value_t v = A\.atom_val\(([^)]*)\);", src)
+        assert "teaal_load_columns(teaal_x, c, column);" in src  # one element of B per step
     assert loads and all("j" not in at for at in loads)
-    assert "teaal_load_columns(teaal_x, c, column);" in src  # one element of B per step
     assert "for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);" in src
     assert "teaal_live[j]" in src  # stores and trace guarded per step
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
