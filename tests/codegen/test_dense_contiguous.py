@@ -34,6 +34,7 @@ from tests.codegen.test_dense_blocked import _source
 REPO = Path(__file__).resolve().parents[2]
 SPLIT_VEC = REPO / "specs/spmm/nonzero_split_vec.yaml"
 LANES_VEC = REPO / "specs/spmm/lanes_over_n_vec.yaml"
+GROUP_VEC = REPO / "specs/spmm/group_lanes_vec.yaml"
 SPMM = "einsum:\n  declaration: {A: [M, K], B: [K, N], Z: [M, N]}\n" \
     "  expressions: ['Z[m, n] = A[m, k] * B[k, n]']\n"
 
@@ -157,6 +158,10 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("lanes_n32_vec4", LANES_VEC, None, {}, 32, VECTOR4),
     ("lanes_n10_scalar", LANES_VEC, None, {}, 10, ()),
     ("lanes_ell_scalar", LANES_VEC, "ell", {}, 8, ()),
+    # a row's ROW_LANES lanes reduce by shuffles; rows shorter than the lanes leave some idle
+    ("group_n32_vec4", GROUP_VEC, None, {}, 32, VECTOR4),
+    ("group_n16_vec2_lanes8", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2),
+    ("group_n10_scalar_lanes2", GROUP_VEC, None, {"ROW_LANES": 2}, 10, ()),
 ]
 
 
@@ -176,10 +181,10 @@ def test_contiguous_kernels_on_the_cpu(case: str) -> None:
 @pytest.mark.skipif(nvcc.NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
 def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
     jobs: list[tuple[Path, str, tuple[str, ...]]] = []
-    for spec in (SPLIT_VEC, LANES_VEC):
+    for spec in (SPLIT_VEC, LANES_VEC, GROUP_VEC):
         for dtype in ("f32", "f64"):
             for layout in (None, "coo", "ell"):
-                if layout == "coo" and spec == LANES_VEC:
+                if layout == "coo" and spec != SPLIT_VEC:
                     continue
                 try:
                     source = _source(spec, dtype, layout=layout)
