@@ -78,6 +78,18 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
   #pragma unroll
   for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
 }
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
+// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
+// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+template <int TB>
+__device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
+                                                    const value_t (&v)[TB],
+                                                    const bool (&live)[TB]) {
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) {
+    if (live[j]) y[j][m] = v[j];
+  }
+}
 #define TEAAL_GROUP_SIZE 32
 #define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 
@@ -272,8 +284,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
     #pragma unroll
     for (int j = 0; j < TB; ++j) {
       sum[j] = teaal_segment_sum<TEAAL_GROUP_SIZE>(sum[j], group_mask);
-      if (lane == 0 && teaal_live[j]) teaal_y[j][m] = sum[j];
     }
+    if (lane == 0) teaal_store_columns(teaal_y, m, sum, teaal_live);
   }
   };
   offset_t teaal_step = 0;

@@ -76,6 +76,18 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
   #pragma unroll
   for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
 }
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
+// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
+// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+template <int TB>
+__device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
+                                                    const value_t (&v)[TB],
+                                                    const bool (&live)[TB]) {
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) {
+    if (live[j]) y[j][m] = v[j];
+  }
+}
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -217,10 +229,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
         }
       }
     }
-    #pragma unroll
-    for (int j = 0; j < TB; ++j) {
-      if (teaal_live[j]) A.store_tile(teaal_y[j], m, acc[j]);
-    }
+    teaal_store_columns(teaal_y, m, acc, teaal_live);  // store_tile of each live step
   }
   };
   offset_t teaal_step = 0;

@@ -77,6 +77,18 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
   #pragma unroll
   for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
 }
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
+// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
+// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+template <int TB>
+__device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
+                                                    const value_t (&v)[TB],
+                                                    const bool (&live)[TB]) {
+  #pragma unroll
+  for (int j = 0; j < TB; ++j) {
+    if (live[j]) y[j][m] = v[j];
+  }
+}
 
 // Atoms loaded ahead of the walk over rows (spmm_ahead_walk below); 1: the plain walk. The
 // runtime builds launches whose workers share a warp (DS < 32), take one dense step and walk
@@ -324,10 +336,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       if (a >= last) break;
       if (row_end <= a) {  // the row ended before atom a: combine it, find a's row
         const bool whole = row_begin >= first;  // the tile lies in this chunk
-        #pragma unroll
-        for (int j = 0; j < TB; ++j) {
-          if (!teaal_live[j]) continue;
-          if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+        if (whole) {
+          teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+        } else {
+          #pragma unroll
+          for (int j = 0; j < TB; ++j) {
+            if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+          }
         }
         #pragma unroll
         for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
@@ -348,10 +363,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
     }
   }
   const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
-  #pragma unroll
-  for (int j = 0; j < TB; ++j) {
-    if (!teaal_live[j]) continue;
-    if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+  if (whole) {
+    teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+  } else {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+    }
   }
 #else
   offset_t row = first_row;
@@ -384,10 +402,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       }
     }
     const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
-    #pragma unroll
-    for (int j = 0; j < TB; ++j) {
-      if (!teaal_live[j]) continue;
-      if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+    if (whole) {
+      teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+    } else {
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) {
+        if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+      }
     }
     if (a >= last) break;
     ++row;

@@ -89,6 +89,20 @@ __device__ __forceinline__ void teaal_load16(const value_t* p, value_t* out) {
   #pragma unroll
   for (int i = 0; i < TEAAL_PER16; ++i) out[i] = got.e[i];
 }
+
+// 1 (the runtime's build where the vector build's output rows are row-major and 16-byte
+// aligned too): a thread's TB outputs of a row are written by one or two 16-byte stores.
+#ifndef TEAAL_DENSE_VECTOR_STORE
+#define TEAAL_DENSE_VECTOR_STORE 0
+#endif
+// The TEAAL_PER16 elements of in to p (16-byte aligned), by one 16-byte store.
+__device__ __forceinline__ void teaal_store16(value_t* p, const value_t* in) {
+  typedef typename TeaalVector16<value_t>::type V;
+  union { V v; value_t e[TEAAL_PER16]; } put;
+  #pragma unroll
+  for (int i = 0; i < TEAAL_PER16; ++i) put.e[i] = in[i];
+  *reinterpret_cast<V*>(p) = put.v;
+}
 // Element c of each of the block's TB columns of B, into b.
 template <int TB>
 __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t c,
@@ -102,6 +116,26 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
   } else {
     #pragma unroll
     for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
+  }
+}
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
+// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
+// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+template <int TB>
+__device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
+                                                    const value_t (&v)[TB],
+                                                    const bool (&live)[TB]) {
+  constexpr int bytes = TB * (int)sizeof(value_t);
+  if constexpr (TEAAL_DENSE_VECTOR_STORE && (bytes == 16 || bytes == 32)) {
+    #pragma unroll
+    for (int q = 0; q < bytes; q += 16) {
+      teaal_store16(y[0] + m + q / (int)sizeof(value_t), v + q / (int)sizeof(value_t));
+    }
+  } else {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (live[j]) y[j][m] = v[j];
+    }
   }
 }
 
@@ -352,10 +386,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       if (a >= last) break;
       if (row_end <= a) {  // the row ended before atom a: combine it, find a's row
         const bool whole = row_begin >= first;  // the tile lies in this chunk
-        #pragma unroll
-        for (int j = 0; j < TB; ++j) {
-          if (!teaal_live[j]) continue;
-          if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+        if (whole) {
+          teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+        } else {
+          #pragma unroll
+          for (int j = 0; j < TB; ++j) {
+            if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+          }
         }
         #pragma unroll
         for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
@@ -376,10 +413,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
     }
   }
   const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
-  #pragma unroll
-  for (int j = 0; j < TB; ++j) {
-    if (!teaal_live[j]) continue;
-    if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+  if (whole) {
+    teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+  } else {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+    }
   }
 #else
   offset_t row = first_row;
@@ -412,10 +452,13 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       }
     }
     const bool whole = row_begin >= first && row_end <= last;  // the tile lies in this chunk
-    #pragma unroll
-    for (int j = 0; j < TB; ++j) {
-      if (!teaal_live[j]) continue;
-      if (whole) A.store_tile(teaal_y[j], row, acc[j]); else A.atomic_tile(teaal_y[j], row, acc[j]);
+    if (whole) {
+      teaal_store_columns(teaal_y, row, acc, teaal_live);  // store_tile of each live step
+    } else {
+      #pragma unroll
+      for (int j = 0; j < TB; ++j) {
+        if (teaal_live[j]) A.atomic_tile(teaal_y[j], row, acc[j]);
+      }
     }
     if (a >= last) break;
     ++row;

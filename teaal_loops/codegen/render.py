@@ -237,6 +237,10 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         # Atoms are the matrix's nonzeros, each in its tile's row, given by atom_col/atom_val
         # (the layouts serving SDDMM): blocked SpMM loads an atom's value and column once.
         "atoms_are_nonzeros": "sddmm" in get_layout(cfg.layout).forms,
+        # ... and each tile's sums are stored into its own row of the output (not scattered):
+        # blocked SpMM writes a thread's outputs through teaal_store_columns (vector stores)
+        "plain_store": ("sddmm" in get_layout(cfg.layout).forms
+                        and not get_layout(cfg.layout).scatters),
         # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
         "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
         # SDDMM: the threads that sum an atom's K and each one's run of neighbouring k (1, 1

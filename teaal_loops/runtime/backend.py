@@ -58,6 +58,7 @@ SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below 
 # TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2). SDDMM whose
 # threads sum all of K reads both factors so where :func:`sampled_vector` allows.
 DENSE_VECTOR_MACRO = "TEAAL_DENSE_VECTOR"
+VECTOR_STORE_MACRO = "TEAAL_DENSE_VECTOR_STORE"  # SpMM: the outputs too (dense_options)
 VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
 
 _modules: dict[str, Any] = {}
@@ -150,7 +151,7 @@ def source_key(source: str, options: tuple[str, ...]) -> str:
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
                   vector: int = 0, resident: bool = False,
-                  mean_atoms: float = 0.0) -> tuple[str, ...]:
+                  mean_atoms: float = 0.0, store: bool = False) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
     dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
@@ -162,12 +163,13 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
     chunk, the walk ahead with loads shared by shuffles. A vector launch's slots all lie inside
     the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
-    Asked at every dense launch, so remembered."""
+    ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
+    too. Asked at every dense launch, so remembered."""
     long_chunk = chunk > ATOMS_AHEAD
     shuffled = (resident and vector > 1 and time == vector and space in SHUFFLED_SPACES
                 and long_chunk and 0 < mean_atoms * 2 <= chunk)
     ahead = shuffled or (time == 1 and space < WARP_THREADS and long_chunk)
-    return _dense_options(source, time == 1, ahead, vector, shuffled)
+    return _dense_options(source, time == 1, ahead, vector, shuffled, store and vector > 1)
 
 
 def fits_in_l2(operand: Any) -> bool:
@@ -178,7 +180,7 @@ def fits_in_l2(operand: Any) -> bool:
 
 @functools.lru_cache(maxsize=128)
 def _dense_options(source: str, one_step: bool, ahead: bool, vector: int,
-                   shuffled: bool = False) -> tuple[str, ...]:
+                   shuffled: bool = False, store: bool = False) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
@@ -191,6 +193,8 @@ def _dense_options(source: str, one_step: bool, ahead: bool, vector: int,
         options += (f"-D{DENSE_VECTOR_MACRO}=1",)
         if vector > 1 and DENSE_BLOCK_MACRO in source:  # SpMM: blocks of the vector's steps
             options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
+            if store and VECTOR_STORE_MACRO in source:
+                options += (f"-D{VECTOR_STORE_MACRO}=1",)
     return options
 
 
@@ -214,6 +218,26 @@ def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:
     if time * int(operand.dtype.itemsize) not in VECTOR_BYTES:
         return 0
     return time if _aligned_runs(operand, along=1) else 0
+
+
+# A thread-mapped launch writes by vectors only where no row is longer than this. On an H100
+# its vector-store build was slower on 68 of the SpMM suite's 90 cases (up to 1.57x; at every
+# N where the longest row passed 64) and faster on 12 (0.67x to 0.93x), all with rows of at
+# most 30 (BENCHMARKS.md). The other schedules gained on most cases.
+THREAD_STORE_MAX_ROW = 24
+
+
+def vector_store(vector: int, output: Any, *, walks_rows: bool = False,
+                 longest_row: int = 0) -> bool:
+    """Whether a vector launch (``vector`` steps a thread, :func:`vector_steps`) writes its
+    outputs with 16-byte stores too: the output (SpMM's Z, a CuPy array) row-major with every
+    row 16-byte aligned, so that a thread's ``vector`` neighbouring outputs of a row are 16 or
+    32 aligned bytes (the rank is a multiple of ``vector``, as the loads required); and, where
+    one thread ``walks_rows`` whole (thread-mapped), a ``longest_row`` known and at most
+    :data:`THREAD_STORE_MAX_ROW`."""
+    if vector < 2 or not _aligned_runs(output, along=1):
+        return False
+    return not walks_rows or 0 < longest_row <= THREAD_STORE_MAX_ROW
 
 
 def _aligned_runs(array: Any, along: int) -> bool:

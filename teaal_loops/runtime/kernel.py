@@ -251,9 +251,11 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 dense: tuple[int, int, int] | None = None, resident: bool = False) -> Any:
+                 dense: tuple[int, int, int, bool] | None = None,
+                 resident: bool = False) -> Any:
         """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
-        worker along the dense rank, steps each takes, steps read by vector loads or 0), whose
+        worker along the dense rank, steps each takes, steps read by vector loads or 0, whether
+        its outputs take vector stores), whose
         build options follow from them, the bound chunk size, the matrix's mean atoms a tile
         and whether the dense input is ``resident`` in the L2 (backend.dense_options: blocks
         of one step, atoms loaded ahead, their loads shared, vector loads)."""
@@ -263,7 +265,7 @@ class Kernel:
             options = backend.dense_options(
                 prepared.source, dense[0], dense[1], chunk=bound.work_per_thread,
                 vector=dense[2], resident=resident,
-                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1))
+                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1), store=dense[3])
         key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
@@ -508,7 +510,7 @@ class Kernel:
             offset,
         )
         dense = self.schedule.form.dense
-        resident = False
+        resident = store = False
         if self.schedule.form.kind == "sddmm":
             u, v = call.arrays
             vector = backend.sampled_vector(u, v, run=run_length(self.schedule))
@@ -516,8 +518,11 @@ class Kernel:
             vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
                                           call.arrays[0])
             resident = bool(vector) and backend.fits_in_l2(call.arrays[0])
-        fn = self.function(prepared, trace=owner is not None, dense=(space, time, vector),
-                           resident=resident)
+            store = bool(vector) and backend.vector_store(
+                vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,
+                longest_row=prepared.bound.matrix.max_row)
+        fn = self.function(prepared, trace=owner is not None,
+                           dense=(space, time, vector, store), resident=resident)
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

@@ -71,6 +71,9 @@ class ScheduleDefinition:
     combine_text: ClassVar[str]  # how partial results reach y, for explain
     # Schedules whose workers own fixed shares of atoms rather than whole tiles.
     owns_chunks: ClassVar[bool] = False
+    # One thread walks every atom of its tiles alone, so the longest tile sets its time
+    # (the runtime's SpMM vector stores are kept to short tiles there: backend.vector_store).
+    walks_whole_tiles: ClassVar[bool] = False
 
     # -- recognising and lowering a spec's mapping ---------------------------------------
     def claims(self, ctx: MappingContext) -> bool:

@@ -25,6 +25,7 @@ class ThreadMapped(RowTiledSchedule):
     mapping_text = "thread-mapped (M: [uniform_shape(..)...], space: tile levels, time: [..., K])"
     worker_word = "thread"
     combine_text = "plain store: every row has one owning thread"
+    walks_whole_tiles = True
 
     def claims(self, ctx: MappingContext) -> bool:
         return not ctx.flat_parts and ctx.atom_rank not in ctx.parts

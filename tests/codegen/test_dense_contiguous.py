@@ -109,6 +109,31 @@ def _operand(itemsize: int, shape: tuple[int, int], row_bytes: int, ptr: int,
                            data=SimpleNamespace(ptr=ptr))
 
 
+def test_vector_stores_need_a_vector_build_and_aligned_row_major_output_rows() -> None:
+    """backend.vector_store: Z row-major, rows 16-byte aligned, and a vector build; the option
+    is emitted only with the vector build's options and only into SpMM sources."""
+    aligned = _operand(4, (9, 32), 128, 4096)
+    assert backend.vector_store(4, aligned)
+    assert not backend.vector_store(0, aligned)  # no vector build (B misaligned)
+    assert not backend.vector_store(4, _operand(4, (9, 32), 4, 4096, 36))  # column-major
+    assert not backend.vector_store(4, _operand(4, (9, 32), 132, 4096))  # rows 33 apart
+    assert not backend.vector_store(4, _operand(4, (9, 32), 128, 4100))  # base misaligned
+    # a thread walking whole rows (thread-mapped) stores by vectors only where rows are short
+    limit = backend.THREAD_STORE_MAX_ROW
+    assert backend.vector_store(4, aligned, walks_rows=True, longest_row=limit)
+    assert not backend.vector_store(4, aligned, walks_rows=True, longest_row=limit + 1)
+    assert not backend.vector_store(4, aligned, walks_rows=True)  # longest row unknown
+    assert backend.vector_store(4, aligned, walks_rows=False, longest_row=10 * limit)
+    source = _source(SPLIT_VEC)
+    assert backend.dense_options(source, 8, 4, vector=4, store=True) == \
+        VECTOR4 + STORE
+    assert backend.dense_options(source, 8, 4, vector=0, store=True) == ()
+    sddmm = _source(REPO / "specs/sddmm/thread_per_nonzero.yaml")
+    assert "TEAAL_DENSE_VECTOR_STORE" not in sddmm
+    assert backend.dense_options(sddmm, 1, 32, vector=1, store=True) == \
+        ("-DTEAAL_DENSE_VECTOR=1",)
+
+
 @pytest.mark.parametrize(("contiguous", "time", "size", "operand", "steps"), [
     (True, 4, 32, _operand(4, (9, 32), 128, 4096), 4),  # float4
     (True, 8, 32, _operand(4, (9, 32), 128, 4096), 8),  # two float4
@@ -136,6 +161,7 @@ def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
 
 VECTOR4 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4")
 VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
+STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # backend.dense_options(store=True): Z aligned too
 SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # backend.dense_options
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
@@ -162,6 +188,14 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("group_n32_vec4", GROUP_VEC, None, {}, 32, VECTOR4),
     ("group_n16_vec2_lanes8", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2),
     ("group_n10_scalar_lanes2", GROUP_VEC, None, {"ROW_LANES": 2}, 10, ()),
+    # outputs by 16-byte stores: a row's TB outputs, stored whole (chunks of 5 cross rows, so
+    # work-oriented also adds split rows atomically beside the stores)
+    ("lanes_n32_vec4_store", LANES_VEC, None, {}, 32, VECTOR4 + STORE),
+    ("group_n16_vec2_store", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2 + STORE),
+    ("split_n32_vec4_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 32, VECTOR4 + STORE),
+    ("split_n32_vec4_shuffled_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
+     VECTOR4 + SHUFFLED + STORE),
+    ("split_coo_vec4_store", SPLIT_VEC, "coo", {"NNZ_PER_WORKER": 6}, 16, VECTOR4 + STORE),
 ]
 
 
@@ -196,6 +230,8 @@ def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
                                      ("v8", ("-DTEAAL_DENSE_VECTOR=1",
                                              "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1")),
                                      ("v4s", VECTOR4 + SHUFFLED),
+                                     ("v4st", VECTOR4 + STORE),
+                                     ("v2sst", VECTOR2 + SHUFFLED + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v2s", VECTOR2 + SHUFFLED + ("-DTEAAL_TRACE=1",))):
                     if "SHUFFLED" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
                         continue  # a walk with no loads ahead (thread-mapped, ELL)

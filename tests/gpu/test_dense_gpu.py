@@ -18,6 +18,7 @@ from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import owners
 from teaal_loops.lowering.simulate import atom_owners
 from teaal_loops.matrix import synthetic
+from teaal_loops.runtime import backend
 from teaal_loops.schedules import bind
 from teaal_loops.types import DeviceInfo
 from tests.conftest import corpus_dir
@@ -166,24 +167,40 @@ def test_sddmm(case: str, matrix: str, dtype: str, width: int) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_contiguous_runs_are_read_by_vector_loads_where_b_allows(dtype: str) -> None:
     """At N = 32 the vector build runs for a C-ordered B and not for a view whose rows are
-    not 16-byte aligned; both give the same bits (the same sums in the same order: a
-    thread-mapped spec, whose rows have one owner)."""
+    not 16-byte aligned, and writes Z by 16-byte stores where Z's rows are aligned too; all
+    three builds give the same bits (the same sums in the same order: a thread-mapped spec,
+    whose rows have one owner)."""
     import cupy
 
     kernel = pipeline.compile(REPO / "specs/spmm/lanes_over_n_vec.yaml", dtype=dtype)
-    A = MATRICES["rmat"]
+    # rows of at most 9 nonzeros: thread-mapped stores by vectors only where rows are short
+    A = sp.diags([np.arange(1.0, 301.0 - abs(d)) for d in range(-4, 5)], list(range(-4, 5)),
+                 shape=(300, 300), format="csr")
     rng = np.random.default_rng(4)
     wide = cupy.asarray(rng.uniform(-1, 1, (A.shape[1], 33)), dtype=dtype)
     B = cupy.ascontiguousarray(wide[:, 1:])
     aligned = kernel.bind_dense(A, (B,))
     unaligned = kernel.bind_dense(A, (wide[:, 1:],))  # rows 33 elements apart
+    wide_out = cupy.zeros((A.shape[0], 33), dtype=dtype)
+    loads_only = kernel.bind_dense(A, (B,), wide_out[:, 1:])  # Z's rows not 16-byte aligned
     prepared = kernel.prepared_for(A)
-    assert aligned._fn is kernel.function(prepared, dense=(8, 4, 4))  # the vector build
-    assert unaligned._fn is kernel.function(prepared, dense=(8, 4, 0))
-    assert aligned._fn is not unaligned._fn
+    # the vector build, its outputs written by 16-byte stores
+    assert aligned._fn is kernel.function(prepared, dense=(8, 4, 4, True))
+    assert loads_only._fn is kernel.function(prepared, dense=(8, 4, 4, False))
+    assert unaligned._fn is kernel.function(prepared, dense=(8, 4, 0, False))
+    assert len({id(aligned._fn), id(loads_only._fn), id(unaligned._fn)}) == 3
     aligned.launch()
     unaligned.launch()
+    loads_only.launch()
     np.testing.assert_array_equal(aligned.output.get(), unaligned.output.get())
+    np.testing.assert_array_equal(aligned.output.get(), loads_only.output.get())
+    assert not wide_out[:, 0].any()  # the stores stay inside Z
+    # rows past backend.THREAD_STORE_MAX_ROW: vector loads, element stores
+    long_rows = MATRICES["rmat"]
+    assert int(np.diff(long_rows.indptr).max()) > backend.THREAD_STORE_MAX_ROW
+    B2 = cupy.asarray(rng.uniform(-1, 1, (long_rows.shape[1], 32)), dtype=dtype)
+    assert kernel.bind_dense(long_rows, (B2,))._fn is \
+        kernel.function(kernel.prepared_for(long_rows), dense=(8, 4, 4, False))
     want = A.astype(np.float64) @ B.get().astype(np.float64)
     np.testing.assert_allclose(aligned.output.get(), want, rtol=1e-4, atol=1e-4)
 
@@ -205,8 +222,8 @@ def test_sddmm_dot_products_read_by_vector_loads_give_the_same_bits(dtype: str) 
     aligned = kernel.bind_dense(C, (U, B))
     unaligned = kernel.bind_dense(C, (wide[:, 1:], B))  # rows 33 elements apart
     prepared = kernel.prepared_for(C)
-    assert aligned._fn is kernel.function(prepared, dense=(1, 32, 1))  # the vector build
-    assert unaligned._fn is kernel.function(prepared, dense=(1, 32, 0))
+    assert aligned._fn is kernel.function(prepared, dense=(1, 32, 1, False))  # vector build
+    assert unaligned._fn is kernel.function(prepared, dense=(1, 32, 0, False))
     assert aligned._fn is not unaligned._fn
     # B row-major (the call's natural order) runs K with stride N: the scalar build
     assert kernel.bind_dense(C, (U, cupy.ascontiguousarray(B)))._fn is unaligned._fn

@@ -61,13 +61,13 @@ def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert backend.dense_options(prepared.source, 32, 1) == (backend.SINGLE_STEP_OPTION,)
-    blocked = kernel.function(prepared, dense=(32, 2, 0))
-    single = kernel.function(prepared, dense=(32, 1, 0))
+    blocked = kernel.function(prepared, dense=(32, 2, 0, False))
+    single = kernel.function(prepared, dense=(32, 1, 0, False))
     assert backend.SINGLE_STEP_OPTION not in blocked.options
     assert backend.SINGLE_STEP_OPTION in single.options
-    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1, 0)).options
-    assert kernel.function(prepared, dense=(32, 1, 0)) is single  # built once
-    traced = kernel.function(prepared, trace=True, dense=(32, 1, 0))
+    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1, 0, False)).options
+    assert kernel.function(prepared, dense=(32, 1, 0, False)) is single  # built once
+    traced = kernel.function(prepared, trace=True, dense=(32, 1, 0, False))
     assert {backend.TRACE_OPTION, backend.SINGLE_STEP_OPTION} <= set(traced.options)
     assert len(fake.compiled) == 3
 
@@ -81,14 +81,14 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
     only for one dense step of fewer than 32 threads a worker."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split.yaml", layout=layout)
     prepared = _prepared(kernel)
-    shared = kernel.function(prepared, dense=(8, 1, 0)).options
+    shared = kernel.function(prepared, dense=(8, 1, 0, False)).options
     assert (backend.ATOMS_AHEAD_OPTION in shared) == ahead
     assert backend.SINGLE_STEP_OPTION in shared  # work-oriented SpMM is register-blocked too
     for space, time in ((32, 1), (8, 2), (31, 4)):
-        options = kernel.function(prepared, dense=(space, time, 0)).options
+        options = kernel.function(prepared, dense=(space, time, 0, False)).options
         assert backend.ATOMS_AHEAD_OPTION not in options
     # a chunk of one group has nothing to load ahead of
-    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1, 0)).options
+    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1, 0, False)).options
     assert backend.ATOMS_AHEAD_OPTION not in one_group
     assert backend.SINGLE_STEP_OPTION in one_group
 
@@ -113,7 +113,7 @@ def test_vector_spmm_shares_its_atom_loads_where_chunks_span_rows_and_b_sits_in_
     vector build elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
-    options = kernel.function(prepared, dense=(space, time, vector), resident=resident).options
+    options = kernel.function(prepared, dense=(space, time, vector, False), resident=resident).options
     assert (backend.ATOMS_SHUFFLED_OPTION in options) == shuffled
     assert (backend.ATOMS_AHEAD_OPTION in options) == shuffled
     if shuffled:
@@ -130,7 +130,7 @@ def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert backend.dense_options(prepared.source, 8, 1) == ()
-    assert kernel.function(prepared, dense=(8, 1, 0)) is kernel.function(prepared)
+    assert kernel.function(prepared, dense=(8, 1, 0, False)) is kernel.function(prepared)
     assert fake.compiled == [backend.COMPILE_OPTIONS]
 
 
@@ -148,7 +148,7 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     for time in (1, 2, 5):
         kernel._dense_function(prepared, call, None, None, 32, time)
     # a strided placement never asks for vector loads (whatever B is)
-    assert asked == [(32, 1, 0), (32, 2, 0), (32, 5, 0)]
+    assert asked == [(32, 1, 0, False), (32, 2, 0, False), (32, 5, 0, False)]
 
 
 @pytest.mark.parametrize(("nbytes", "resident"), [(500, True), (501, False)])
@@ -161,13 +161,20 @@ def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
                         resident=False: asked.append((dense, resident)))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     monkeypatch.setattr(backend, "device_info", lambda: types.SimpleNamespace(l2_bytes=1000))
-    prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
-                                     no_owner=None, leading_args=())
+    prepared = types.SimpleNamespace(
+        bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=500)),
+        no_owner=None, leading_args=())
     B = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4), nbytes=nbytes,
                               data=types.SimpleNamespace(ptr=4096))
+    Z = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4),
+                              data=types.SimpleNamespace(ptr=8192))  # rows 16-byte aligned
+    kernel._dense_function(prepared, types.SimpleNamespace(size=32, arrays=(B,)), Z, None,
+                           8, 4)
     kernel._dense_function(prepared, types.SimpleNamespace(size=32, arrays=(B,)), None, None,
                            8, 4)
-    kernel._dense_function(prepared, types.SimpleNamespace(size=30, arrays=(B,)), None, None,
+    kernel._dense_function(prepared, types.SimpleNamespace(size=30, arrays=(B,)), Z, None,
                            8, 4)
-    # the vector build asks; a launch with no vector loads never shuffles, so never asks
-    assert asked == [((8, 4, 4), resident), ((8, 4, 0), False)]
+    # the vector build asks (and stores by vectors where Z allows); a launch with no vector
+    # loads never shuffles, so never asks, and stores element by element
+    assert asked == [((8, 4, 4, True), resident), ((8, 4, 4, False), resident),
+                     ((8, 4, 0, False), False)]
