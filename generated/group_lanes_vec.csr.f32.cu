@@ -140,6 +140,25 @@ __device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_
     }
   }
 }
+// Z[m, n_j] += v[j] atomically for the block's live steps (the layout's atomic_tile of each);
+// in the vector store build on a GPU with 16-byte float atomics (compute capability 9.0), one
+// atomicAdd of a float4: one L2 operation instead of four, the same sums in some order.
+template <int TB>
+__device__ __forceinline__ void teaal_add_columns(const YVec (&y)[TB], offset_t m,
+                                                  const value_t (&v)[TB],
+                                                  const bool (&live)[TB]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (TEAAL_DENSE_VECTOR_STORE && TB == 4 && sizeof(value_t) == sizeof(float)) {
+    atomicAdd(reinterpret_cast<float4*>(y[0] + m), make_float4(v[0], v[1], v[2], v[3]));
+  } else
+#endif
+  {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (live[j]) atomicAdd(y[j] + m, v[j]);
+    }
+  }
+}
 #define TEAAL_GROUP_SIZE 4
 #define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
 

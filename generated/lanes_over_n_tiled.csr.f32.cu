@@ -89,6 +89,20 @@ __device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_
     if (live[j]) y[j][m] = v[j];
   }
 }
+// Z[m, n_j] += v[j] atomically for the block's live steps (the layout's atomic_tile of each);
+// in the vector store build on a GPU with 16-byte float atomics (compute capability 9.0), one
+// atomicAdd of a float4: one L2 operation instead of four, the same sums in some order.
+template <int TB>
+__device__ __forceinline__ void teaal_add_columns(const YVec (&y)[TB], offset_t m,
+                                                  const value_t (&v)[TB],
+                                                  const bool (&live)[TB]) {
+  {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (live[j]) atomicAdd(y[j] + m, v[j]);
+    }
+  }
+}
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
