@@ -77,16 +77,19 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
   #pragma unroll
   for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
 }
-// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
-// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
-// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (a row-storing
+// layout's store_tile), or, in the vector store build (every step live, the TB outputs
+// neighbours in a 16-byte aligned row), one or two 16-byte stores: the same values, fewer
+// store instructions.
 template <int TB>
 __device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
                                                     const value_t (&v)[TB],
                                                     const bool (&live)[TB]) {
-  #pragma unroll
-  for (int j = 0; j < TB; ++j) {
-    if (live[j]) y[j][m] = v[j];
+  {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) {
+      if (live[j]) y[j][m] = v[j];
+    }
   }
 }
 // Z[m, n_j] += v[j] atomically for the block's live steps (the layout's atomic_tile of each);

@@ -118,9 +118,10 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
     for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
   }
 }
-// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (the layout's
-// store_tile), or, in the vector store build (every step live, the TB outputs neighbours in a
-// 16-byte aligned row), one or two 16-byte stores: the same values, fewer store instructions.
+// Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (a row-storing
+// layout's store_tile), or, in the vector store build (every step live, the TB outputs
+// neighbours in a 16-byte aligned row), one or two 16-byte stores: the same values, fewer
+// store instructions.
 template <int TB>
 __device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_t m,
                                                     const value_t (&v)[TB],
@@ -131,7 +132,8 @@ __device__ __forceinline__ void teaal_store_columns(const YVec (&y)[TB], offset_
     for (int q = 0; q < bytes; q += 16) {
       teaal_store16(y[0] + m + q / (int)sizeof(value_t), v + q / (int)sizeof(value_t));
     }
-  } else {
+  } else
+  {
     #pragma unroll
     for (int j = 0; j < TB; ++j) {
       if (live[j]) y[j][m] = v[j];

@@ -221,6 +221,8 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
     params = tuple(
         KernelParam(p.name, p.ctype, comment_text(p.doc)) for p in cfg.kernel_params()
     )
+    layout = get_layout(cfg.layout)
+    atoms_are_nonzeros = "sddmm" in layout.forms
     context = {
         "cfg": cfg,
         "header": header_lines(cfg, regenerate),
@@ -236,11 +238,10 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "operand_names": cfg.schedule.form.operands or ("x",),
         # Atoms are the matrix's nonzeros, each in its tile's row, given by atom_col/atom_val
         # (the layouts serving SDDMM): blocked SpMM loads an atom's value and column once.
-        "atoms_are_nonzeros": "sddmm" in get_layout(cfg.layout).forms,
+        "atoms_are_nonzeros": atoms_are_nonzeros,
         # ... and each tile's sums are stored into its own row of the output (not scattered):
         # blocked SpMM writes a thread's outputs through teaal_store_columns (vector stores)
-        "plain_store": ("sddmm" in get_layout(cfg.layout).forms
-                        and not get_layout(cfg.layout).scatters),
+        "plain_store": atoms_are_nonzeros and not layout.scatters,
         # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
         "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
         # SDDMM: the threads that sum an atom's K and each one's run of neighbouring k (1, 1

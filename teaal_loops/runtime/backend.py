@@ -169,7 +169,7 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     shuffled = (resident and vector > 1 and time == vector and space in SHUFFLED_SPACES
                 and long_chunk and 0 < mean_atoms * 2 <= chunk)
     ahead = shuffled or (time == 1 and space < WARP_THREADS and long_chunk)
-    return _dense_options(source, time == 1, ahead, vector, shuffled, store and vector > 1)
+    return _dense_options(source, time == 1, ahead, vector, shuffled, store)
 
 
 def fits_in_l2(operand: Any) -> bool:

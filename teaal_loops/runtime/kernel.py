@@ -518,7 +518,7 @@ class Kernel:
             vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
                                           call.arrays[0])
             resident = bool(vector) and backend.fits_in_l2(call.arrays[0])
-            store = bool(vector) and backend.vector_store(
+            store = backend.vector_store(
                 vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,
                 longest_row=prepared.bound.matrix.max_row)
         fn = self.function(prepared, trace=owner is not None,

@@ -142,8 +142,9 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
                         resident=False: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
-    prepared = types.SimpleNamespace(bound=types.SimpleNamespace(index_bits=32),
-                                     no_owner=None, leading_args=())
+    prepared = types.SimpleNamespace(
+        bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=4)),
+        no_owner=None, leading_args=())
     call = types.SimpleNamespace(size=64, arrays=(None,))
     for time in (1, 2, 5):
         kernel._dense_function(prepared, call, None, None, 32, time)
