@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ),
     )
     p.add_argument("spec", metavar="SPEC", help="spec YAML file")
-    add_matrix_options(p, required=True)
+    add_matrix_options(p, required=True, device_synthetic=True)
     add_dtype_option(p)
     add_param_option(p)
     p.add_argument(
@@ -88,6 +88,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     if args.distributed:
         return run_distributed(args)
+    if args.device_synthetic:
+        raise ParameterError(
+            "--device-synthetic makes each rank's rows on its GPU: it needs --distributed "
+            "(alone, a world of one)"
+        )
     if args.repeat < 1 or args.warmup < 0:
         raise ParameterError("--repeat must be at least 1 and --warmup at least 0")
     dtype = DTYPES[args.dtype]

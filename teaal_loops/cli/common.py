@@ -153,8 +153,19 @@ def dense_operands(
     return out
 
 
-def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool,
+                       device_synthetic: bool = False) -> None:
     group = parser.add_mutually_exclusive_group(required=required)
+    if device_synthetic:  # run --distributed: each rank makes its rows on its own GPU
+        group.add_argument(
+            "--device-synthetic",
+            metavar="KIND:key=value,...",
+            help=(
+                "with --distributed: a matrix each rank generates row by row on its own GPU "
+                "(counter-based, the same for any number of ranks; it may exceed one GPU): "
+                "banded or powerlaw, e.g. powerlaw:rows=62500000,nnz=1e9,seed=7"
+            ),
+        )
     group.add_argument(
         "-m",
         "--matrix",

@@ -17,18 +17,20 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from teaal_loops.distributed.errors import DistributedError
+from teaal_loops.distributed.generated import GeneratedShard
 from teaal_loops.distributed.shard import Shard
 from teaal_loops.distributed.world import World, disable_nvls
 from teaal_loops.runtime import Kernel, backend
 
 UNIQUE_ID_BYTES = 128
+NCCL_TYPES = {"float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64", "int64": "NCCL_INT64"}
 NCCL_HINT = "CuPy finds NCCL in the nvidia-nccl-cu13 wheel (nvidia-nccl-cu12 for CUDA 12)"
 
 
@@ -102,10 +104,14 @@ class NcclTransport:
         self.rank = int(comm.rank_id())
         self.size = int(comm.size())
         self.stream = self.cupy.cuda.Stream(non_blocking=True)
-        name = {"float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}.get(np.dtype(dtype).name)
+        self.datatype = self._datatype(dtype)
+
+    def _datatype(self, dtype: Any) -> Any:
+        """NCCL's type of ``dtype``: the values (f32, f64) and the halo's index lists (int64)."""
+        name = NCCL_TYPES.get(np.dtype(dtype).name)
         if name is None:
             raise DistributedError(f"NCCL exchange of {np.dtype(dtype).name}: f32 or f64 only")
-        self.datatype = getattr(self.nccl, name)
+        return getattr(self.nccl, name)
 
     @contextlib.contextmanager
     def ordered(self) -> Iterator[None]:
@@ -129,9 +135,11 @@ class NcclTransport:
         self.nccl.groupStart()
         try:
             for peer, buf in recvs:
-                self.comm.recv(buf.data.ptr, buf.size, self.datatype, peer, self.stream.ptr)
+                self.comm.recv(buf.data.ptr, buf.size, self._datatype(buf.dtype), peer,
+                               self.stream.ptr)
             for peer, buf in sends:
-                self.comm.send(buf.data.ptr, buf.size, self.datatype, peer, self.stream.ptr)
+                self.comm.send(buf.data.ptr, buf.size, self._datatype(buf.dtype), peer,
+                               self.stream.ptr)
         finally:
             self.nccl.groupEnd()
         return self._posted()
@@ -141,8 +149,8 @@ class KernelBlocks:
     """The diagonal and off-diagonal blocks of one shard, each run by ``kernel`` (SpMV or
     SpMM), on the caller's current stream."""
 
-    def __init__(self, kernel: Kernel, shard: Shard, offd: sp.csr_matrix, width: int | None
-                 ) -> None:
+    def __init__(self, kernel: Kernel, shard: Shard | GeneratedShard, offd: Any,
+                 width: int | None) -> None:
         cupy = backend.cupy_module()
         self.kernel = kernel
         self.width = width
@@ -150,7 +158,7 @@ class KernelBlocks:
         self._diag = kernel.prepare(shard.diag) if shard.diag.nnz else None
         self._offd = kernel.prepare(offd) if offd.nnz else None
         self.has_offd = self._offd is not None
-        self.offd_rows = cupy.asarray(shard.offd_rows)
+        self.offd_rows = cupy.asarray(shard.offd_rows, dtype=cupy.int64)
         shape = (len(shard.offd_rows),) if width is None else (len(shard.offd_rows), width)
         self.tmp = cupy.empty(shape, dtype=kernel.dtype)
 
@@ -170,4 +178,18 @@ class KernelBlocks:
         if self._offd is None:
             return
         self._product(self._offd, operand, self.tmp)
-        y_own[self.offd_rows] += self.tmp
+        width = 1 if self.width is None else self.width
+        add_rows()(self.tmp, self.offd_rows, width, y_own, size=self.tmp.size)
+
+
+@functools.cache
+def add_rows() -> Any:
+    """``y[rows[i]] += tmp[i]`` (rows of ``width`` values) in one kernel: CuPy's
+    ``y[rows] += tmp`` takes a gather, an add and a scatter, three launches that the
+    product waits for after the exchange."""
+    cupy = backend.cupy_module()
+    return cupy.ElementwiseKernel(
+        "raw T tmp, raw int64 rows, int64 width", "raw T y",
+        "y[rows[i / width] * width + i % width] += tmp[i];",
+        "teaal_add_rows",
+    )

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from teaal_loops.distributed.halo import HaloPlan
+from teaal_loops.distributed.halo import HaloPlan, HaloShape
 from teaal_loops.distributed.partition import RowPartition
 from teaal_loops.distributed.shard import ALLGATHER, EXCHANGES, HALO
 
@@ -117,7 +117,7 @@ class Exchange:
 
     def __init__(
         self,
-        plan: HaloPlan,
+        plan: HaloShape,
         partition: RowPartition,
         kind: str,
         transport: Transport,
@@ -134,6 +134,8 @@ class Exchange:
         self.owned = partition.col_counts[plan.rank]
         tail = () if width is None else (int(width),)
         if kind == HALO:
+            if not isinstance(plan, HaloPlan):
+                raise ValueError("a halo exchange needs the index lists of a HaloPlan")
             self.send = xp.empty((plan.sends, *tail), dtype=dtype)
             self.operand = xp.empty((plan.ghosts, *tail), dtype=dtype)
             self._index = xp.asarray(plan.send_index)
@@ -146,6 +148,8 @@ class Exchange:
 
     def start(self, x_own: Any) -> Pending:
         """Pack ``x_own`` (this rank's block of ``x``) and post the transfer."""
+        if self.partition.parts == 1:  # one rank owns all of x: nothing to move
+            return Done()
         with self.transport.ordered():
             if self.kind == HALO:
                 if not self._sends and not self._recvs:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +73,127 @@ class HaloPlan:
                              "send_index")
             )
         )
+
+
+class HaloShape(Protocol):
+    """What the cost model and the report read of a rank's halo: counts, peers and runs
+    (a :class:`HaloPlan`, or :class:`HaloCounts` before any index list exists)."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def ghosts(self) -> int: ...
+
+    @property
+    def sends(self) -> int: ...
+
+    @property
+    def recv_peers(self) -> IntArray: ...
+
+    @property
+    def send_peers(self) -> IntArray: ...
+
+    def recv_runs(self) -> list[tuple[int, int, int]]: ...
+
+    def send_runs(self) -> list[tuple[int, int, int]]: ...
+
+
+@dataclass(frozen=True)
+class HaloCounts:
+    """One rank's halo as counts alone: the entries it receives from and sends to each rank.
+
+    A rank that generated its own rows knows its ghosts and nothing of the others'; one
+    host allgather of every rank's receive counts (``parts`` integers a rank) gives every
+    rank everyone's counts, which is all the cost model needs to choose the exchange. The
+    index lists are sent only if the halo is chosen (:func:`plan_over_transport`)."""
+
+    rank: int
+    parts: int
+    recv_counts: IntArray  # entries received from each rank
+    send_counts: IntArray  # entries sent to each rank
+
+    @property
+    def ghosts(self) -> int:
+        return int(self.recv_counts.sum())
+
+    @property
+    def sends(self) -> int:
+        return int(self.send_counts.sum())
+
+    @property
+    def recv_peers(self) -> IntArray:
+        return np.flatnonzero(self.recv_counts).astype(np.int64)
+
+    @property
+    def send_peers(self) -> IntArray:
+        return np.flatnonzero(self.send_counts).astype(np.int64)
+
+    @property
+    def recv_offsets(self) -> IntArray:
+        return _offsets(self.recv_counts[self.recv_peers])
+
+    @property
+    def send_offsets(self) -> IntArray:
+        return _offsets(self.send_counts[self.send_peers])
+
+    def recv_runs(self) -> list[tuple[int, int, int]]:
+        return _runs(self.recv_peers, self.recv_offsets)
+
+    def send_runs(self) -> list[tuple[int, int, int]]:
+        return _runs(self.send_peers, self.send_offsets)
+
+
+def _offsets(counts: IntArray) -> IntArray:
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+
+def _runs(peers: IntArray, offsets: IntArray) -> list[tuple[int, int, int]]:
+    return [(int(p), int(offsets[i]), int(offsets[i + 1])) for i, p in enumerate(peers)]
+
+
+def counts_of_all(received: Sequence[Sequence[int]]) -> list[HaloCounts]:
+    """Every rank's :class:`HaloCounts` from every rank's receive counts (``received[q][p]``:
+    entries rank ``q`` receives from rank ``p``, which is what ``p`` sends to ``q``)."""
+    try:
+        table = np.asarray(received, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):  # ragged, or not integers
+        raise DistributedError("the ranks' halo counts are malformed") from None
+    parts = len(table)
+    if table.shape != (parts, parts) or (table < 0).any() or np.diag(table).any():
+        raise DistributedError("the ranks' halo counts are malformed")
+    return [HaloCounts(r, parts, table[r].copy(), table[:, r].copy()) for r in range(parts)]
+
+
+def receive_counts(ghosts: Any, partition: RowPartition, xp: Any = np) -> list[int]:
+    """Entries a rank with these sorted ghost columns (on ``xp``'s device) receives from
+    each rank."""
+    cuts = xp.searchsorted(ghosts, xp.asarray(partition.col_cuts), side="left")
+    counts = cuts[1:] - cuts[:-1]
+    return [int(v) for v in (counts.get() if hasattr(counts, "get") else counts)]
+
+
+def plan_over_transport(counts: HaloCounts, ghosts: Any, partition: RowPartition,
+                        transport: Any) -> HaloPlan:
+    """This rank's :class:`HaloPlan` when it holds only its own rows: each rank sends every
+    owner the columns it needs (its ghost runs, int64) through ``transport`` (MPI or NCCL;
+    the counts are known, so each receive has its size), and subtracts its first column
+    from what it was asked for. The index lists stay in the transport's memory."""
+    xp = transport.xp
+    ghosts = xp.asarray(ghosts, dtype=xp.int64)
+    asked = xp.empty(counts.sends, dtype=xp.int64)
+    sends = [(p, ghosts[a:b]) for p, a, b in counts.recv_runs()]
+    recvs = [(q, asked[a:b]) for q, a, b in counts.send_runs()]
+    if sends or recvs:
+        with transport.ordered():
+            pending = transport.exchange(sends, recvs)
+        pending.wait()
+    first, stop = partition.cols_of(counts.rank)
+    index = asked - first
+    if counts.sends and bool(((index < 0) | (index >= stop - first)).any()):
+        raise DistributedError(f"a rank asked rank {counts.rank} for columns it does not own")
+    return HaloPlan(counts.rank, counts.parts, counts.recv_peers, counts.recv_offsets,
+                    counts.send_peers, counts.send_offsets, index)
 
 
 def ghost_columns(A: Any, partition: RowPartition, rank: int) -> IntArray:
@@ -175,7 +296,7 @@ class HaloVolume:
         }
 
 
-def volumes(plans: Sequence[HaloPlan], partition: RowPartition) -> HaloVolume:
+def volumes(plans: Sequence[HaloShape], partition: RowPartition) -> HaloVolume:
     def column(fn: Any) -> IntArray:
         return np.array([fn(p) for p in plans], dtype=np.int64)
 

@@ -31,12 +31,13 @@ is the slowest rank's; one GPU's is the whole matrix's bytes over the same bandw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from teaal_loops.distributed.halo import HaloPlan, HaloVolume
+from teaal_loops.distributed.halo import HaloShape, HaloVolume
 from teaal_loops.distributed.partition import RowPartition
 from teaal_loops.distributed.shard import ALLGATHER, HALO
 
@@ -118,7 +119,7 @@ def allgather_seconds(volume: HaloVolume, entry_bytes: int, fabric: Fabric) -> f
 
 
 def halo_seconds_per_rank(
-    plans: list[HaloPlan], entry_bytes: int, fabric: Fabric
+    plans: Sequence[HaloShape], entry_bytes: int, fabric: Fabric
 ) -> list[float]:
     """Each rank's modelled halo time (module docstring)."""
     out = []
@@ -188,7 +189,7 @@ def _us(seconds: float) -> str:
 
 
 def choose_exchange(
-    plans: list[HaloPlan],
+    plans: Sequence[HaloShape],
     volume: HaloVolume,
     entry_bytes: int,
     fabric: Fabric,
@@ -252,7 +253,7 @@ def product_model(
     shards: list[Any],
     partition: RowPartition,
     exchange: ExchangeChoice,
-    plans: list[HaloPlan],
+    plans: Sequence[HaloShape],
     value_bytes: int,
     fabric: Fabric,
     *,

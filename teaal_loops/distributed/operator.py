@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import scipy.sparse as sp
 
 from teaal_loops.distributed.exchange import Exchange
-from teaal_loops.distributed.shard import Shard
+from teaal_loops.matrix.csr_arrays import CsrArrays
 
 
 class Blocks(Protocol):
@@ -46,9 +46,9 @@ class Blocks(Protocol):
 class ScipyBlocks:
     """SciPy's products on the host: the CPU stand-in for the generated kernel."""
 
-    def __init__(self, shard: Shard, offd: sp.csr_matrix) -> None:
-        self.diag_block = shard.diag
-        self.offd_block = offd
+    def __init__(self, shard: Any, offd: Any) -> None:
+        self.diag_block = _scipy(shard.diag)
+        self.offd_block = _scipy(offd)
         self.offd_rows = shard.offd_rows
         self.has_offd = offd.nnz > 0
 
@@ -59,10 +59,17 @@ class ScipyBlocks:
         y_own[self.offd_rows] += self.offd_block @ operand
 
 
-class DistributedProduct:
-    """One rank's share of ``y = A @ x`` (module docstring)."""
+def _scipy(block: Any) -> sp.csr_matrix:
+    """A block as SciPy multiplies it (a generated shard's blocks are CSR arrays)."""
+    return block.to_scipy() if isinstance(block, CsrArrays) else block
 
-    def __init__(self, shard: Shard, exchange: Exchange, blocks: Blocks) -> None:
+
+class DistributedProduct:
+    """One rank's share of ``y = A @ x`` (module docstring); ``shard`` a
+    :class:`~teaal_loops.distributed.shard.Shard` or a shard made on the device
+    (:class:`~teaal_loops.distributed.generated.GeneratedShard`)."""
+
+    def __init__(self, shard: Any, exchange: Exchange, blocks: Blocks) -> None:
         self.shard = shard
         self.exchange = exchange
         self.blocks = blocks
@@ -84,9 +91,7 @@ class DistributedProduct:
         return xp.empty(shape, dtype=self.exchange.operand.dtype)
 
 
-def host_product(
-    shard: Shard, exchange: Exchange, offd: sp.csr_matrix
-) -> DistributedProduct:
+def host_product(shard: Any, exchange: Exchange, offd: Any) -> DistributedProduct:
     """The protocol on the host with SciPy's products (the MPI tests' rank program)."""
     return DistributedProduct(shard, exchange, ScipyBlocks(shard, offd))
 

@@ -35,30 +35,56 @@ def row_costs(indptr: npt.ArrayLike, group_size: int = 1) -> IntArray:
     """The schedule's cost of every row: ``G * ceil(n / G) + 1`` for a row of ``n`` nonzeros
     (module docstring)."""
     ptr = np.asarray(indptr, dtype=np.int64)
-    lengths = np.diff(ptr)
+    return costs_of_lengths(np.diff(ptr), group_size)
+
+
+def costs_of_lengths(lengths: Any, group_size: int = 1, xp: Any = np) -> Any:
+    """:func:`row_costs` from the rows' nonzero counts (on ``xp``'s device)."""
     if group_size < 1:
         raise DistributedError(f"group size {group_size}: must be at least 1")
+    n = xp.asarray(lengths, dtype=xp.int64)
     if group_size > 1:
-        lengths = -(-lengths // group_size) * group_size
-    return lengths + 1
+        n = -(-n // group_size) * group_size
+    return n + 1
 
 
-def balanced_cuts(costs: npt.ArrayLike, parts: int) -> IntArray:
+def balanced_cuts(costs: npt.ArrayLike, parts: int, xp: Any = np) -> IntArray:
     """``parts + 1`` row boundaries (0 first, the row count last, non-decreasing) that cut
     ``costs`` into ``parts`` contiguous runs of nearly equal sums: boundary ``k`` is the row
-    boundary whose prefix sum is nearest to ``k / parts`` of the total."""
+    boundary whose prefix sum is nearest to ``k / parts`` of the total. ``costs`` may live on
+    a GPU (``xp`` CuPy): only the ``parts`` searched boundaries come back to the host."""
     check_parts(parts)
-    c = np.asarray(costs, dtype=np.int64)
-    prefix = np.concatenate(([0], np.cumsum(c)))
-    rows = len(c)
+    prefix = cost_prefix(costs, xp)
+    return cuts_on_prefix(prefix, parts, xp)
+
+
+def cost_prefix(costs: Any, xp: Any = np) -> Any:
+    """0 and the running sums of ``costs`` (int64, on ``xp``'s device)."""
+    c = xp.asarray(costs, dtype=xp.int64)
+    prefix = xp.zeros(len(c) + 1, dtype=xp.int64)
+    xp.cumsum(c, out=prefix[1:])
+    return prefix
+
+
+def cuts_on_prefix(prefix: Any, parts: int, xp: Any = np) -> IntArray:
+    rows = len(prefix) - 1
     total = int(prefix[-1])
     targets = np.arange(1, parts, dtype=np.float64) * (total / parts)
-    hi = np.searchsorted(prefix, targets, side="left").clip(0, rows)
+    # The first prefix at or past a target is the first at or past its ceiling (the prefix
+    # sums are integers): searched as int64, as the prefix is (CuPy does not mix the types).
+    above = xp.asarray(np.ceil(targets).astype(np.int64))
+    hi = xp.searchsorted(prefix, above, side="left").clip(0, rows)
     lo = (hi - 1).clip(0, rows)
-    nearer_lo = np.abs(prefix[lo] - targets) <= np.abs(prefix[hi] - targets)
+    at_hi, at_lo = _host(prefix[hi]), _host(prefix[lo])
+    hi, lo = _host(hi), _host(lo)
+    nearer_lo = np.abs(at_lo - targets) <= np.abs(at_hi - targets)
     inner = np.where(nearer_lo, lo, hi)
     cuts = np.concatenate(([0], np.maximum.accumulate(inner) if len(inner) else inner, [rows]))
     return cuts.astype(np.int64)
+
+
+def _host(a: Any) -> Any:
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def check_parts(parts: int) -> None:
@@ -155,17 +181,29 @@ class RowPartition:
 def partition_rows(A: Any, parts: int, *, group_size: int = 1) -> RowPartition:
     """Partition the rows of ``A`` (anything with ``indptr`` and ``shape``: SciPy CSR) into
     ``parts`` ranks balanced by :func:`row_costs`."""
-    check_parts(parts)
     indptr = np.asarray(A.indptr, dtype=np.int64)
     rows, cols = (int(n) for n in A.shape)
-    costs = row_costs(indptr, group_size)
-    cuts = balanced_cuts(costs, parts)
-    prefix = np.concatenate(([0], np.cumsum(costs)))
+    return partition_lengths(np.diff(indptr), cols, parts, group_size=group_size)
+
+
+def partition_lengths(
+    lengths: Any, cols: int, parts: int, *, group_size: int = 1, xp: Any = np
+) -> RowPartition:
+    """:func:`partition_rows` from the rows' nonzero counts alone (which may live on a GPU:
+    a distributed run that generates its matrix knows every row's length before any row
+    exists)."""
+    check_parts(parts)
+    n = xp.asarray(lengths, dtype=xp.int64)
+    prefix = cost_prefix(costs_of_lengths(n, group_size, xp), xp)
+    cuts = cuts_on_prefix(prefix, parts, xp)
+    nnz_prefix = cost_prefix(n, xp)
+    rows = len(n)
+    cuts_dev = xp.asarray(cuts)
     return RowPartition(
         row_cuts=cuts,
         col_cuts=column_cuts(cuts, rows, cols),
-        cost=np.diff(prefix[cuts]),
-        nnz=np.diff(indptr[cuts]),
+        cost=np.diff(_host(prefix[cuts_dev])),
+        nnz=np.diff(_host(nnz_prefix[cuts_dev])),
         group_size=int(group_size),
     )
 

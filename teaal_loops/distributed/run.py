@@ -10,6 +10,7 @@ add), so that a run shows how much of the exchange the diagonal block hid.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,11 +19,91 @@ import numpy as np
 
 from teaal_loops.distributed.device import KernelBlocks, NcclTransport, nccl_communicator
 from teaal_loops.distributed.exchange import Exchange, MpiTransport
+from teaal_loops.distributed.generated import DEFAULT_CHUNK, ShardBuilder, family_lengths
+from teaal_loops.distributed.halo import (
+    HaloCounts,
+    counts_of_all,
+    plan_over_transport,
+    receive_counts,
+    volumes,
+)
+from teaal_loops.distributed.model import ExchangeChoice, Fabric, choose_exchange
 from teaal_loops.distributed.operator import DistributedProduct, host_product
+from teaal_loops.distributed.partition import RowPartition, partition_lengths
 from teaal_loops.distributed.plan import ProductPlan
-from teaal_loops.distributed.shard import shard_matrix
+from teaal_loops.distributed.shard import HALO, shard_matrix
 from teaal_loops.distributed.world import World
+from teaal_loops.matrix import rowwise
 from teaal_loops.runtime import Kernel, backend
+from teaal_loops.schedules import bind
+from teaal_loops.types import MatrixShape
+
+
+@dataclass(frozen=True)
+class GeneratedProduct:
+    """A rank's product on a shard it generated (:func:`generated_product`), with what was
+    decided on the way and how long each step took (seconds)."""
+
+    product: DistributedProduct
+    partition: RowPartition
+    counts: list[HaloCounts]
+    choice: ExchangeChoice
+    shape: MatrixShape
+    setup_s: dict[str, float]
+
+
+def generated_product(
+    world: World, kernel: Kernel, family: rowwise.Family, *, fabric: Fabric,
+    exchange: str | None = None, width: int | None = None, chunk: int = DEFAULT_CHUNK,
+) -> GeneratedProduct:
+    """This rank's product on the rows of ``family`` it generates on its own GPU (every rank
+    calls it together): the partition from every row's length, the counts pass, the exchange
+    chosen from every rank's counts, the blocks made in its numbering, the halo's index lists
+    sent over NCCL (docs/distributed.md)."""
+    comm = nccl_communicator(world)
+    transport = NcclTransport(comm, kernel.dtype)
+    xp = transport.xp
+    clock = _Clock(xp)
+    lengths = family_lengths(xp, family, 0, family.rows, chunk)
+    shape = MatrixShape(family.rows, family.cols, int(lengths.sum()),
+                        int(lengths.max()) if family.rows else 0)
+    group = int(bind(kernel.schedule, shape, params=kernel.params).group_size)
+    partition = partition_lengths(lengths, family.cols, world.size, group_size=group, xp=xp)
+    del lengths
+    clock.lap("partition")
+    builder = ShardBuilder(xp, family, partition, world.rank, chunk=chunk)
+    clock.lap("count")
+    counts = counts_of_all(world.channel.allgather(
+        receive_counts(builder.ghost_cols, partition, xp)))
+    entry = kernel.dtype.itemsize * (width or 1)
+    force = None if exchange in (None, "auto") else exchange
+    choice = choose_exchange(counts, volumes(counts, partition), entry, fabric, force=force)
+    shard = builder.build(choice.kind, kernel.dtype)
+    del builder
+    clock.lap("build")
+    mine = counts[world.rank]
+    plan = (plan_over_transport(mine, shard.ghost_cols, partition, transport)
+            if choice.kind == HALO else mine)
+    moved = Exchange(plan, partition, choice.kind, transport, kernel.dtype, width=width)
+    blocks = KernelBlocks(kernel, shard, shard.offd, width)
+    clock.lap("prepare")
+    product = DistributedProduct(shard, moved, blocks)
+    return GeneratedProduct(product, partition, counts, choice, shape, clock.laps)
+
+
+class _Clock:
+    """Wall seconds of each set-up step (the device synchronised at each lap)."""
+
+    def __init__(self, xp: Any) -> None:
+        self.xp = xp
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        self.xp.cuda.get_current_stream().synchronize()
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 6)
+        self._last = now
 
 
 def device_product(
@@ -60,6 +141,7 @@ class PhaseTimes:
     exchange_ms: float
     diag_ms: float
     offd_ms: float
+    product_mean_ms: float  # one event pair around ``repeat`` products back to back, / repeat
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -97,7 +179,18 @@ def time_phases(
     moved = _median_ms(cupy, exchange_only, repeat)
     diag = _median_ms(cupy, lambda: blocks.diag(x_own, y_own), repeat)
     offd = _median_ms(cupy, offd_only, repeat) if blocks.has_offd else 0.0
-    return PhaseTimes(total, moved, diag, offd)
+    mean = _mean_ms(cupy, lambda: product(x_own, y_own), repeat)
+    return PhaseTimes(total, moved, diag, offd, mean)
+
+
+def _mean_ms(cupy: Any, op: Callable[[], Any], repeat: int) -> float:
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(repeat):
+        op()
+    end.record()
+    end.synchronize()
+    return float(cupy.cuda.get_elapsed_time(start, end)) / repeat
 
 
 def owned_block(x: Any, plan: ProductPlan, rank: int) -> Any:

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
+from teaal_loops.matrix.csr_arrays import CsrArrays
 from teaal_loops.types import MatrixShape
 
 INT32_MAX = 2**31 - 1
@@ -163,7 +164,10 @@ def _check_value_dtype(dtype: np.dtype[Any]) -> None:
 
 
 def _to_host(A: Any) -> Any:
-    """CuPy / cupyx objects -> their SciPy / NumPy counterparts; others unchanged."""
+    """CuPy / cupyx objects (and CSR arrays) -> their SciPy / NumPy counterparts; others
+    unchanged."""
+    if isinstance(A, CsrArrays):
+        return A.to_scipy()
     module = type(A).__module__ or ""
     if module.startswith(("cupy", "cupyx")) and hasattr(A, "get"):
         return A.get()

@@ -30,6 +30,7 @@ from teaal_loops.layouts import (
     tile_shape,
 )
 from teaal_loops.matrix import validate_csr
+from teaal_loops.matrix.csr_arrays import CsrArrays
 from teaal_loops.runtime.backend import cupy_module, free_device_bytes
 from teaal_loops.types import MatrixShape
 from teaal_loops.types import index_bits as needed_bits
@@ -96,6 +97,11 @@ def to_device_csr(
 
     ``index_bits`` None picks 32 or 64 from the size (nnz or rows + nnz over 2^31 - 1).
     """
+    if isinstance(A, CsrArrays):  # arrays made where they are used: taken as they are
+        if is_device_object(A.indptr):
+            return _device_arrays(A.indptr, A.indices, A.data, A.shape, dtype, index_bits,
+                                  layout)
+        return _host_input(A.to_scipy(), dtype, index_bits, layout)
     if is_device_object(A):
         return _device_input(A, dtype, index_bits, layout)
     return _host_input(A, dtype, index_bits, layout)
@@ -158,8 +164,18 @@ def _device_input(
         if dense.ndim != 2:
             raise MatrixError(f"expected a 2-D matrix, got an array of shape {dense.shape}")
         csr = csp.csr_matrix(dense.astype(dtype, copy=False))
-    rows, cols = (int(n) for n in csr.shape)
-    indptr, indices, data = csr.indptr, csr.indices, csr.data
+    return _device_arrays(csr.indptr, csr.indices, csr.data, csr.shape, dtype, index_bits,
+                          layout)
+
+
+def _device_arrays(
+    indptr: Any, indices: Any, data: Any, shape: tuple[int, int], dtype: np.dtype[Any],
+    index_bits: int | None, layout: str,
+) -> DeviceMatrix:
+    """CSR arrays already on the GPU: validated there, converted only where the kernel's
+    types differ (so a shard made in them is not copied)."""
+    cupy = cupy_module()
+    rows, cols = (int(n) for n in shape[:2])
     if indptr.ndim != 1 or len(indptr) != rows + 1:
         raise MatrixError(
             f"matrix: {len(indptr)} row offsets for {rows} rows (expected {rows + 1})"
@@ -181,8 +197,8 @@ def _device_input(
         "values": cupy.ascontiguousarray(data.astype(dtype, copy=False)),
     }
     max_row = int(cupy.diff(indptr).max().get()) if rows else 0
-    shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_row)
-    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits)
+    bound = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_row)
+    return DeviceMatrix(layout, bound, arrays, np.dtype(dtype), bits)
 
 
 def _validate_on_device(

@@ -13,6 +13,7 @@ from tests.conftest import REPO
 
 SPEC = "specs/merge_path.yaml"
 BANDED = "banded:rows=3000,nnz=30000,seed=1"
+DEVICE = "powerlaw:rows=3000,nnz=30000,seed=1"
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +54,17 @@ def test_explain_ranks_json_and_forced_exchange(capsys: pytest.CaptureFixture[st
         (["explain", "specs/sddmm/thread_per_nonzero.yaml", "--synthetic", BANDED,
           "--ranks", "2"], "distributed runs take SpMV and SpMM"),
         (["launch", "-n", "2"], "give the command after --"),
+        (["run", SPEC, "--device-synthetic", DEVICE], "it needs --distributed"),
+        (["run", SPEC, "--device-synthetic", "cube:rows=9,nnz=9", "--distributed"],
+         "unknown kind 'cube'"),
+        (["run", SPEC, "--device-synthetic", "banded:rows=2e9x,nnz=9", "--distributed"],
+         "is not a number"),
+        (["run", "specs/spmm/lanes_over_n.yaml", "--device-synthetic", DEVICE,
+          "--distributed"], "runs SpMV specs"),
+        (["run", SPEC, "--device-synthetic", DEVICE, "--distributed", "--schedule", "auto"],
+         "schedule auto chooses from the whole matrix"),
+        (["run", SPEC, "--device-synthetic", DEVICE, "--distributed", "--layout", "ell"],
+         "layout ell is not supported"),
         (["launch", "-n", "2", "--devices", "0", "--", "parse", SPEC], "--devices"),
     ],
 )

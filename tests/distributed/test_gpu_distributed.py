@@ -103,3 +103,53 @@ def test_calibration_fits_the_links() -> None:
     doc = json.loads(proc.stdout)
     assert doc["ranks"] == 2 and len(doc["sizes"]) >= 5
     assert doc["allgather_fit"]["beta_gbs"] > 1 and doc["halo_fit"]["beta_gbs"] > 1
+
+
+GENERATED = "powerlaw:rows=30000,nnz=400000,seed=5"
+
+
+@pytest.mark.parametrize("text", [GENERATED, "banded:rows=20000,nnz=300000,seed=2"])
+def test_shards_made_on_the_gpu_equal_the_whole_matrix_shards(text: str) -> None:
+    import cupy
+
+    from teaal_loops.distributed.generated import ShardBuilder, partition_family
+    from teaal_loops.matrix import rowwise
+    from teaal_loops.matrix.csr_arrays import CsrArrays
+
+    family = rowwise.parse_family(text)
+    whole = CsrArrays(*rowwise.generate_rows(family, 0, family.rows, np.float32, xp=cupy),
+                      (family.rows, family.cols)).to_scipy()  # made on the same device
+    part = partition_family(cupy, family, 3, group_size=2, chunk=5000)
+    for rank in range(3):
+        builder = ShardBuilder(cupy, family, part, rank, chunk=7777)
+        want = shard_matrix(whole, part, rank)
+        for kind in (HALO, ALLGATHER):
+            shard = builder.build(kind, np.float32)
+            for got, expected in ((shard.diag, want.diag), (shard.offd, want.offd_for(kind, part))):
+                g = got.to_scipy()
+                assert g.shape == expected.shape
+                assert np.array_equal(g.indptr, expected.indptr)
+                assert np.array_equal(g.indices, expected.indices)
+                assert np.array_equal(g.data, expected.data)
+
+
+def test_a_generated_matrix_in_a_world_of_one() -> None:
+    out = _run(["run", "specs/merge_path.yaml", "--device-synthetic", GENERATED, "--distributed",
+                "--rigorous", "--repeat", "5", "-v"])
+    assert "Ranks: 1" in out and "Exchange: none" in out and "Verdict: NOT_A_BUG" in out
+    assert "GPUOverruns: 0" in out
+
+
+@pytest.mark.parametrize("name", ["thread_mapped", "merge_path"])
+@pytest.mark.parametrize("exchange", [HALO, ALLGATHER])
+def test_two_ranks_generate_their_shards(name: str, exchange: str, tmp_path: object) -> None:
+    _two_gpus()
+    report = f"{tmp_path}/run.json"
+    out = _run(["launch", "-n", "2", "--timeout", "500", "--", "run", f"specs/{name}.yaml",
+                "--device-synthetic", GENERATED, "--distributed", "--rigorous", "--exchange",
+                exchange, "--repeat", "5", "--report", report, "--dtype", "f64"])
+    assert "Ranks: 2 (launch" in out and "Verdict: NOT_A_BUG" in out
+    doc = json.loads(open(report).read())
+    assert doc["exchange"] == exchange and doc["forced"] and doc["ranks"] == 2
+    assert sum(r["nnz"] for r in doc["per_rank"]) == doc["nnz"]
+    assert all(r["check"]["overruns"] == 0 for r in doc["per_rank"])

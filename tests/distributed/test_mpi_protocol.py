@@ -1,7 +1,9 @@
 """The exchange protocol with real MPI processes over host buffers (``mpiexec -n 2`` and
 ``-n 3``): plans negotiated over MPI equal the whole matrix's, and the distributed SpMV and
 SpMM (SciPy standing in for the generated kernel; halo and allgather) equal the
-single-process product on every rank (tests/distributed/mpi_rank.py)."""
+single-process product on every rank (tests/distributed/mpi_rank.py); shards made by each rank
+from a row-wise family, with halo lists learnt over MPI, equal the whole matrix's
+(tests/distributed/mpi_generated_rank.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tests.conftest import REPO
 from tests.distributed.conftest import find_mpiexec
 
 RANK_PROGRAM = Path(__file__).with_name("mpi_rank.py")
+GENERATED_PROGRAM = Path(__file__).with_name("mpi_generated_rank.py")
 MPI_CASES = [
     (2, "rmat", 3000, 30000, 1),
     (3, "banded", 3000, 30000, 2),
@@ -24,8 +27,8 @@ MPI_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("ranks", "kind", "rows", "nnz", "seed"), MPI_CASES)
-def test_protocol_under_mpiexec(ranks: int, kind: str, rows: int, nnz: int, seed: int) -> None:
+def _mpiexec(ranks: int, program: list[str]) -> str:
+    """Run ``program`` on ``ranks`` MPI processes; its output, after asserting it succeeded."""
     mpiexec = find_mpiexec()
     if mpiexec is None:
         pytest.skip("mpiexec not found: pip install '.[test]' installs it (the mpich wheel)")
@@ -34,11 +37,33 @@ def test_protocol_under_mpiexec(ranks: int, kind: str, rows: int, nnz: int, seed
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     env["NCCL_NVLS_ENABLE"] = "0"
     proc = subprocess.run(
-        [mpiexec, "-n", str(ranks), sys.executable, str(RANK_PROGRAM), kind, str(rows),
-         str(nnz), str(seed)],
+        [mpiexec, "-n", str(ranks), sys.executable, *program],
         capture_output=True, text=True, timeout=60, env=env, cwd=REPO,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
+    return out
+
+
+@pytest.mark.parametrize(("ranks", "kind", "rows", "nnz", "seed"), MPI_CASES)
+def test_protocol_under_mpiexec(ranks: int, kind: str, rows: int, nnz: int, seed: int) -> None:
+    out = _mpiexec(ranks, [str(RANK_PROGRAM), kind, str(rows), str(nnz), str(seed)])
+    for r in range(ranks):
+        assert f"rank {r}/{ranks}: OK" in out, out
+
+
+GENERATED_CASES = [
+    (2, "powerlaw:rows=3000,nnz=40000,seed=4", 700),
+    (3, "powerlaw:rows=2500,cols=4000,nnz=30000,seed=6", 1000),
+    (3, "banded:rows=2000,nnz=30000,seed=1", 500),
+    (3, "powerlaw:rows=2,cols=50,nnz=6,seed=1", 5),  # a rank owns no rows
+]
+
+
+@pytest.mark.parametrize(("ranks", "family", "chunk"), GENERATED_CASES)
+def test_generated_shards_under_mpiexec(ranks: int, family: str, chunk: int) -> None:
+    """Each rank makes its own shard and learns its halo lists by asking the owners over MPI
+    (tests/distributed/mpi_generated_rank.py)."""
+    out = _mpiexec(ranks, [str(GENERATED_PROGRAM), family, str(chunk)])
     for r in range(ranks):
         assert f"rank {r}/{ranks}: OK" in out, out
