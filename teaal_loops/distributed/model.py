@@ -50,31 +50,45 @@ class Link:
 
     name: str
     peak_bytes_s: float  # per GPU, per direction
-    efficiency: float  # the fraction of the peak a large transfer reaches (assumed)
+    efficiency: float  # the fraction of the peak a large allgather reaches
     op_latency_s: float  # a collective or a group of point-to-point calls
     step_latency_s: float  # a ring step, or one more peer of a group
     source: str
+    p2p_efficiency: float | None = None  # grouped sends and receives (None: as efficiency)
 
     @property
     def bytes_s(self) -> float:
+        """A large allgather's bytes a second, per GPU and direction."""
         return self.peak_bytes_s * self.efficiency
 
+    @property
+    def p2p_bytes_s(self) -> float:
+        """Grouped point-to-point transfers' bytes a second, per GPU and direction."""
+        return self.peak_bytes_s * (self.efficiency if self.p2p_efficiency is None
+                                    else self.p2p_efficiency)
 
-# Public figures (docs/distributed.md cites them); efficiencies and latencies are assumptions
-# until the measurements on nvidia-h200-x2 replace them.
+
+# NVLink: the peak is NVIDIA's figure; efficiencies and the operation latency were measured on
+# nvidia-h200-x2 (python -m teaal_loops.distributed.calibrate, CUDA events around NCCL calls
+# of 4 KiB to 256 MiB a rank: 26-29 us below 1 MiB; 256 MiB: allgather 255 GB/s, grouped
+# send/receive 303 GB/s). The step latency (one more ring step or peer) needs more than two
+# GPUs to measure: assumed. InfiniBand: NVIDIA's per-port figure; its efficiency and latencies
+# are assumptions (docs/distributed.md).
 NVLINK4 = Link(
     name="NVLink 4 (H100/H200 SXM, NVSwitch)",
     peak_bytes_s=450e9,
-    efficiency=0.8,
-    op_latency_s=10e-6,
+    efficiency=0.57,
+    op_latency_s=27e-6,
     step_latency_s=1e-6,
-    source="NVIDIA H100/H200 datasheets: 900 GB/s NVLink per GPU, both directions together",
+    source="NVIDIA H100/H200 datasheets: 900 GB/s NVLink per GPU, both directions together; "
+    "efficiencies and latency measured on two H200s",
+    p2p_efficiency=0.67,
 )
 IB_NDR = Link(
     name="InfiniBand NDR (one 400 Gb/s ConnectX-7 port a GPU)",
     peak_bytes_s=50e9,
     efficiency=0.8,
-    op_latency_s=15e-6,
+    op_latency_s=35e-6,
     step_latency_s=3e-6,
     source="NVIDIA ConnectX-7 / Quantum-2 NDR: 400 Gb/s per port; DGX H100: one port a GPU",
 )
@@ -137,8 +151,8 @@ def halo_seconds_per_rank(
         if not plan.ghosts and not plan.sends:
             out.append(0.0)
             continue
-        intra = max(traffic[True]) * entry_bytes / fabric.intra.bytes_s
-        inter = max(traffic[False]) * entry_bytes / fabric.inter.bytes_s
+        intra = max(traffic[True]) * entry_bytes / fabric.intra.p2p_bytes_s
+        inter = max(traffic[False]) * entry_bytes / fabric.inter.p2p_bytes_s
         alpha = fabric.inter.op_latency_s if peers[False] else fabric.intra.op_latency_s
         steps = peers[True] * fabric.intra.step_latency_s + peers[False] * (
             fabric.inter.step_latency_s
