@@ -274,9 +274,9 @@ def run_generated(args: argparse.Namespace) -> int:
     product(x_own, y_own)
     check = None
     if args.validate or args.rigorous:
-        check = check_rows(cupy, family, product.shard, args.seed, y_own, kernel.dtype).as_dict()
+        check = check_rows(cupy, family, made.shard, args.seed, y_own, kernel.dtype).as_dict()
     times = time_phases(product, x_own, y_own, repeat=args.repeat, warmup=args.warmup)
-    shard = product.shard
+    shard = made.shard
     mine = {"times": times.as_dict(), "check": check, "setup_s": made.setup_s,
             "nnz": shard.nnz, "diag_nnz": shard.diag.nnz, "offd_nnz": shard.offd.nnz,
             "offd_rows": len(shard.offd_rows), "ghosts": shard.ghosts}
@@ -311,6 +311,7 @@ def _generated_report(args: argparse.Namespace, world: World, family: rowwise.Fa
         "repeat": args.repeat,
         "partition": part.as_dict(),
         **made.choice.as_dict(),
+        **({"exchange": "none"} if world.size == 1 else {}),
         "halo_recv_entries": [c.ghosts for c in made.counts],
         "elapsed_ms": max(t["product_ms"] for t in times),
         "mean_ms": max(t["product_mean_ms"] for t in times),

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from teaal_loops.distributed.errors import DistributedError
-from teaal_loops.distributed.generated import GeneratedShard
-from teaal_loops.distributed.shard import Shard
+from teaal_loops.distributed.shard import ShardExtent
 from teaal_loops.distributed.world import World, disable_nvls
 from teaal_loops.runtime import Kernel, backend
 
@@ -149,7 +148,7 @@ class KernelBlocks:
     """The diagonal and off-diagonal blocks of one shard, each run by ``kernel`` (SpMV or
     SpMM), on the caller's current stream."""
 
-    def __init__(self, kernel: Kernel, shard: Shard | GeneratedShard, offd: Any,
+    def __init__(self, kernel: Kernel, shard: ShardExtent, offd: Any,
                  width: int | None) -> None:
         cupy = backend.cupy_module()
         self.kernel = kernel

@@ -35,7 +35,7 @@ import numpy as np
 
 from teaal_loops.distributed.errors import DistributedError
 from teaal_loops.distributed.partition import RowPartition, partition_lengths
-from teaal_loops.distributed.shard import ALLGATHER, EXCHANGES, HALO
+from teaal_loops.distributed.shard import ALLGATHER, EXCHANGES, HALO, ShardExtent
 from teaal_loops.matrix import rowwise
 from teaal_loops.matrix.csr_arrays import CsrArrays
 from teaal_loops.matrix.limits import check_memory
@@ -72,7 +72,7 @@ def partition_family(xp: Any, family: rowwise.Family, parts: int, *, group_size:
 
 
 @dataclass(frozen=True)
-class GeneratedShard:
+class GeneratedShard(ShardExtent):
     """A :class:`~teaal_loops.distributed.shard.Shard` made on ``xp``'s device: the blocks are
     :class:`~teaal_loops.matrix.csr_arrays.CsrArrays`, the off-diagonal one already in
     ``exchange``'s numbering."""
@@ -87,22 +87,6 @@ class GeneratedShard:
     exchange: str
     lengths: Any  # every local row's nonzeros
     indptr: Any  # offsets of the local rows (both blocks together)
-
-    @property
-    def local_rows(self) -> int:
-        return self.rows[1] - self.rows[0]
-
-    @property
-    def owned_cols(self) -> int:
-        return self.cols[1] - self.cols[0]
-
-    @property
-    def nnz(self) -> int:
-        return self.diag.nnz + self.offd.nnz
-
-    @property
-    def ghosts(self) -> int:
-        return len(self.ghost_cols)
 
     def offd_for(self, exchange: str, partition: RowPartition) -> CsrArrays:
         if exchange != self.exchange:

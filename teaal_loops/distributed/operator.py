@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import scipy.sparse as sp
 
 from teaal_loops.distributed.exchange import Exchange
+from teaal_loops.distributed.shard import ShardExtent
 from teaal_loops.matrix.csr_arrays import CsrArrays
 
 
@@ -46,7 +47,7 @@ class Blocks(Protocol):
 class ScipyBlocks:
     """SciPy's products on the host: the CPU stand-in for the generated kernel."""
 
-    def __init__(self, shard: Any, offd: Any) -> None:
+    def __init__(self, shard: ShardExtent, offd: Any) -> None:
         self.diag_block = _scipy(shard.diag)
         self.offd_block = _scipy(offd)
         self.offd_rows = shard.offd_rows
@@ -69,7 +70,7 @@ class DistributedProduct:
     :class:`~teaal_loops.distributed.shard.Shard` or a shard made on the device
     (:class:`~teaal_loops.distributed.generated.GeneratedShard`)."""
 
-    def __init__(self, shard: Any, exchange: Exchange, blocks: Blocks) -> None:
+    def __init__(self, shard: ShardExtent, exchange: Exchange, blocks: Blocks) -> None:
         self.shard = shard
         self.exchange = exchange
         self.blocks = blocks
@@ -91,7 +92,7 @@ class DistributedProduct:
         return xp.empty(shape, dtype=self.exchange.operand.dtype)
 
 
-def host_product(shard: Any, exchange: Exchange, offd: Any) -> DistributedProduct:
+def host_product(shard: ShardExtent, exchange: Exchange, offd: Any) -> DistributedProduct:
     """The protocol on the host with SciPy's products (the MPI tests' rank program)."""
     return DistributedProduct(shard, exchange, ScipyBlocks(shard, offd))
 

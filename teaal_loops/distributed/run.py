@@ -19,7 +19,12 @@ import numpy as np
 
 from teaal_loops.distributed.device import KernelBlocks, NcclTransport, nccl_communicator
 from teaal_loops.distributed.exchange import Exchange, MpiTransport
-from teaal_loops.distributed.generated import DEFAULT_CHUNK, ShardBuilder, family_lengths
+from teaal_loops.distributed.generated import (
+    DEFAULT_CHUNK,
+    GeneratedShard,
+    ShardBuilder,
+    family_lengths,
+)
 from teaal_loops.distributed.halo import (
     HaloCounts,
     counts_of_all,
@@ -45,6 +50,7 @@ class GeneratedProduct:
     decided on the way and how long each step took (seconds)."""
 
     product: DistributedProduct
+    shard: GeneratedShard
     partition: RowPartition
     counts: list[HaloCounts]
     choice: ExchangeChoice
@@ -88,7 +94,7 @@ def generated_product(
     blocks = KernelBlocks(kernel, shard, shard.offd, width)
     clock.lap("prepare")
     product = DistributedProduct(shard, moved, blocks)
-    return GeneratedProduct(product, partition, counts, choice, shape, clock.laps)
+    return GeneratedProduct(product, shard, partition, counts, choice, shape, clock.laps)
 
 
 class _Clock:

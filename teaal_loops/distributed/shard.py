@@ -33,18 +33,16 @@ HALO, ALLGATHER = "halo", "allgather"
 EXCHANGES = (ALLGATHER, HALO)
 
 
-@dataclass(frozen=True)
-class Shard:
-    """Rank ``rank``'s rows ``rows[0] .. rows[1]-1`` and owned columns ``cols[0] ..
-    cols[1]-1`` (module docstring)."""
+class ShardExtent:
+    """What every shard answers from its row and column ranges and its two blocks (a
+    :class:`Shard` here, or one made on the device: ``distributed.generated``)."""
 
-    rank: int
     rows: tuple[int, int]
     cols: tuple[int, int]
-    diag: sp.csr_matrix  # local rows x owned columns
-    offd: sp.csr_matrix  # len(offd_rows) x len(ghost_cols)
-    offd_rows: IntArray  # local row of each offd row
-    ghost_cols: IntArray  # global column of each ghost, ascending
+    diag: Any
+    offd: Any
+    offd_rows: Any
+    ghost_cols: Any
 
     @property
     def local_rows(self) -> int:
@@ -61,6 +59,20 @@ class Shard:
     @property
     def ghosts(self) -> int:
         return len(self.ghost_cols)
+
+
+@dataclass(frozen=True)
+class Shard(ShardExtent):
+    """Rank ``rank``'s rows ``rows[0] .. rows[1]-1`` and owned columns ``cols[0] ..
+    cols[1]-1`` (module docstring)."""
+
+    rank: int
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+    diag: sp.csr_matrix  # local rows x owned columns
+    offd: sp.csr_matrix  # len(offd_rows) x len(ghost_cols)
+    offd_rows: IntArray  # local row of each offd row
+    ghost_cols: IntArray  # global column of each ghost, ascending
 
     def offd_for(self, exchange: str, partition: RowPartition) -> sp.csr_matrix:
         """The off-diagonal block whose columns index the exchanged buffer: the ghost buffer
