@@ -19,6 +19,7 @@ from tests.distributed.conftest import find_mpiexec
 
 RANK_PROGRAM = Path(__file__).with_name("mpi_rank.py")
 GENERATED_PROGRAM = Path(__file__).with_name("mpi_generated_rank.py")
+WORLD_PROGRAM = Path(__file__).with_name("mpi_world_rank.py")
 MPI_CASES = [
     (2, "rmat", 3000, 30000, 1),
     (3, "banded", 3000, 30000, 2),
@@ -67,3 +68,12 @@ def test_generated_shards_under_mpiexec(ranks: int, family: str, chunk: int) -> 
     out = _mpiexec(ranks, [str(GENERATED_PROGRAM), family, str(chunk)])
     for r in range(ranks):
         assert f"rank {r}/{ranks}: OK" in out, out
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_mpi_start_up_broadcasts_the_nccl_id(ranks: int) -> None:
+    """``run --distributed`` under ``mpiexec`` up to NCCL's join: the world detected, NVLS
+    off, rank 0's id broadcast and checked (tests/distributed/mpi_world_rank.py)."""
+    out = _mpiexec(ranks, [str(WORLD_PROGRAM)])
+    for r in range(ranks):
+        assert f"rank {r}/{ranks}: OK local" in out, out
