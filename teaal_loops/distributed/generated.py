@@ -41,6 +41,7 @@ from teaal_loops.matrix.csr_arrays import CsrArrays
 from teaal_loops.matrix.limits import check_memory
 from teaal_loops.runtime import validation
 from teaal_loops.runtime.device_matrix import ensure_fits
+from teaal_loops.types import INT32_MAX
 
 DEFAULT_CHUNK = 1 << 25  # nonzeros made at once: about 1 GiB of temporaries on a GPU
 
@@ -56,6 +57,7 @@ def _ensure_room(xp: Any, need: int, what: str) -> None:
 def family_lengths(xp: Any, family: rowwise.Family, lo: int, hi: int,
                    chunk: int = DEFAULT_CHUNK) -> Any:
     """Row lengths of rows ``lo .. hi-1`` (int64), made a chunk of rows at a time."""
+    _ensure_room(xp, 3 * 8 * (hi - lo + 1), f"the row lengths of {hi - lo} rows")
     out = xp.empty(hi - lo, dtype=xp.int64)
     for start in range(lo, hi, chunk):
         stop = min(hi, start + chunk)
@@ -66,7 +68,6 @@ def family_lengths(xp: Any, family: rowwise.Family, lo: int, hi: int,
 def partition_family(xp: Any, family: rowwise.Family, parts: int, *, group_size: int = 1,
                      chunk: int = DEFAULT_CHUNK) -> RowPartition:
     """The row partition by schedule cost, from every row's length (the same on every rank)."""
-    _ensure_room(xp, 3 * 8 * (family.rows + 1), f"the row lengths of {family.rows} rows")
     lengths = family_lengths(xp, family, 0, family.rows, chunk)
     return partition_lengths(lengths, family.cols, parts, group_size=group_size, xp=xp)
 
@@ -153,6 +154,9 @@ class ShardBuilder:
             number = xp.cumsum(self.mark, dtype=xp.int32) - 1  # column -> ghost position
         else:
             width = part.parts * part.max_owned_cols
+            if width > INT32_MAX:  # the kernel reads int32 columns (model.choose_exchange)
+                raise DistributedError(f"the allgather's padded x of {width} entries passes "
+                                       "32-bit column indices: use the halo")
             cuts = xp.asarray(part.col_cuts)
         diag_idx = xp.empty(n_diag, dtype=xp.int32)
         diag_val = xp.empty(n_diag, dtype=dtype)

@@ -37,9 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from teaal_loops.distributed.errors import DistributedError
 from teaal_loops.distributed.halo import HaloShape, HaloVolume
 from teaal_loops.distributed.partition import RowPartition
 from teaal_loops.distributed.shard import ALLGATHER, HALO
+from teaal_loops.types import INT32_MAX
 
 KERNEL_LAUNCH_S = 4e-6  # one kernel's fixed cost on the device (about one launch)
 
@@ -211,9 +213,20 @@ def choose_exchange(
     force: str | None = None,
 ) -> ExchangeChoice:
     """The halo when its modelled time is below the allgather's (ties: the allgather, one
-    collective with no index lists); ``force`` (``halo`` or ``allgather``) overrides."""
+    collective with no index lists); ``force`` (``halo`` or ``allgather``) overrides. The
+    allgather is never taken where its padded vector passes what 32-bit column indices
+    address (every layout's kernel reads int32 columns): the halo then, or one line if the
+    allgather was asked for."""
     ag = allgather_seconds(volume, entry_bytes, fabric)
     halo = max(halo_seconds_per_rank(plans, entry_bytes, fabric), default=0.0)
+    gathered = volume.parts * volume.allgather_block
+    if gathered > INT32_MAX:
+        if force == ALLGATHER:
+            raise DistributedError(
+                f"the allgather's padded x would hold {gathered} entries, more than 32-bit "
+                "column indices address: use --exchange halo"
+            )
+        return ExchangeChoice(HALO, ag, halo, forced=force == HALO)
     if force in (HALO, ALLGATHER):
         return ExchangeChoice(force, ag, halo, forced=True)
     return ExchangeChoice(HALO if halo < ag else ALLGATHER, ag, halo)

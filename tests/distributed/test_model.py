@@ -66,3 +66,34 @@ def test_halo_across_nodes_pays_the_network() -> None:
     assert split[1] > one[1] and split[2] > one[2]
     slow = dataclasses.replace(NVLINK4, peak_bytes_s=NVLINK4.peak_bytes_s / 100)
     assert max(halo_seconds_per_rank(plans, 4, Fabric(intra=slow))) > max(one)
+
+
+def test_an_allgather_past_32_bit_columns_is_never_taken() -> None:
+    from teaal_loops.distributed import DistributedError
+    from teaal_loops.distributed.halo import counts_of_all
+    from teaal_loops.distributed.partition import uniform_partition
+
+    part = uniform_partition(4, 2**31 + 2, 2)  # each rank owns 2^30 + 1 columns of x
+    counts = counts_of_all([[0, 5], [7, 0]])
+    v = volumes(counts, part)
+    assert v.parts * v.allgather_block > 2**31 - 1
+    choice = choose_exchange(counts, v, 4, Fabric())
+    assert choice.kind == "halo" and not choice.forced
+    with pytest.raises(DistributedError, match="32-bit column indices"):
+        choose_exchange(counts, v, 4, Fabric(), force="allgather")
+    assert choose_exchange(counts, v, 4, Fabric(), force="halo").forced
+
+
+def test_a_shard_refuses_an_allgather_numbering_past_32_bits() -> None:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from teaal_loops.distributed import DistributedError, shard_matrix
+    from teaal_loops.distributed.partition import uniform_partition
+
+    A = sp.csr_matrix((np.ones(2), ([0, 3], [2**31, 5])), shape=(4, 2**31 + 2))
+    part = uniform_partition(4, 2**31 + 2, 2)
+    shard = shard_matrix(A, part, 1)
+    assert shard.ghosts == 1 and shard.offd_for("halo", part).shape == (1, 1)
+    with pytest.raises(DistributedError, match="32-bit column indices"):
+        shard.offd_for("allgather", part)
