@@ -228,22 +228,15 @@ def _print_checks(args: argparse.Namespace, kernel: Any, A: Any, x: Any, y: Any,
 
 # -- run --distributed --device-synthetic -----------------------------------------------------
 def _generated_kernel(args: argparse.Namespace, dtype: str, params: dict[str, int]) -> Any:
-    """The spec's kernel for a generated matrix: SpMV on CSR (the shard's arrays are handed to
-    it as they are made, and the float64 check regenerates rows of a vector product)."""
+    """The spec's kernel for a generated matrix: SpMV or SpMM on CSR (the shard's arrays are
+    handed to it as they are made)."""
     if args.schedule == "auto":
         raise ParameterError(
             "--device-synthetic: schedule auto chooses from the whole matrix, which no rank "
             "holds; name the spec's own schedule"
         )
-    if args.rank:
-        raise ParameterError("--device-synthetic runs SpMV specs, which have no dense rank")
     kernel = _kernel(args, dtype, params)
-    dplan.check_form(kernel.schedule)
-    if kernel.schedule.form.kind != "spmv":
-        raise ParameterError(
-            f"--device-synthetic runs SpMV specs; {args.spec} is {kernel.schedule.form.kind} "
-            "(distribute it with -m FILE or --synthetic)"
-        )
+    dplan.check_form(kernel.schedule)  # SDDMM and transposed forms: refused in one line
     if kernel.layout != "csr":
         raise ParameterError(
             f"--device-synthetic: layout {kernel.layout} is not supported; the csr layout takes "
@@ -258,23 +251,30 @@ def run_generated(args: argparse.Namespace) -> int:
     family = rowwise.parse_family(args.device_synthetic)
     dtype = DTYPES[args.dtype]
     kernel = _generated_kernel(args, dtype, parse_params(args.param))
+    width = None
+    if kernel.schedule.form.dense is not None:  # SpMM: B and Z of ``width`` columns
+        width = dense_size_for(kernel.schedule, parse_ranks(args.rank)) or DEFAULT_DENSE_SIZE
+    elif args.rank:
+        raise ParameterError(f"--rank: {args.spec} is SpMV, which has no dense rank")
     world = detect_world()
     runtime.cupy_module()
     select_device(world)
     device = runtime.device_info()
     fabric = Fabric(gpus_per_node=world.local_size,
                     device=H100 if "H100" in device.name.upper() else H200)
-    made = generated_product(world, kernel, family, fabric=fabric, exchange=args.exchange)
+    made = generated_product(world, kernel, family, fabric=fabric, exchange=args.exchange,
+                             width=width)
     product, part = made.product, made.partition
     cupy = runtime.cupy_module()
     lo, hi = part.cols_of(world.rank)
-    x_own = rowwise.operand(cupy, args.seed, lo, hi, kernel.dtype)
+    x_own = rowwise.operand(cupy, args.seed, lo, hi, kernel.dtype, width)
     y_own = product.new_output()
     y_own.fill(float("nan"))  # rows the product fails to write stay NaN and count as errors
     product(x_own, y_own)
     check = None
     if args.validate or args.rigorous:
-        check = check_rows(cupy, family, made.shard, args.seed, y_own, kernel.dtype).as_dict()
+        check = check_rows(cupy, family, made.shard, args.seed, y_own, kernel.dtype,
+                           width=width).as_dict()
     times = time_phases(product, x_own, y_own, repeat=args.repeat, warmup=args.warmup)
     shard = made.shard
     mine = {"times": times.as_dict(), "check": check, "setup_s": made.setup_s,
@@ -308,6 +308,7 @@ def _generated_report(args: argparse.Namespace, world: World, family: rowwise.Fa
         "nnz": made.shape.nnz,
         "ranks": world.size,
         "launcher": world.launcher,
+        "width": made.width,
         "repeat": args.repeat,
         "partition": part.as_dict(),
         **made.choice.as_dict(),
@@ -323,7 +324,8 @@ def _generated_lines(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]
     part = doc["partition"]
     lines = [
         f"Matrix: {doc['matrix']} ({doc['generated']})",
-        f"Dimensions: {doc['rows']} x {doc['cols']} ({doc['nnz']})",
+        f"Dimensions: {doc['rows']} x {doc['cols']} ({doc['nnz']})"
+        + ("" if doc["width"] is None else f"; B and Z of {doc['width']} columns"),
         f"Ranks: {doc['ranks']} ({doc['launcher']})",
         f"Partition: imbalance max/mean {part['imbalance']:.4f} (schedule cost, "
         f"G = {part['group_size']})",

@@ -194,7 +194,8 @@ class ShardBuilder:
 
 @dataclass(frozen=True)
 class RowCheck:
-    """One rank's rows of ``y`` against the float64 product (``validation``'s criteria)."""
+    """One rank's rows of the output against the float64 product (``validation``'s
+    criteria; the counts are of output elements: a row holds ``width`` of them in SpMM)."""
 
     rows: int
     naive_mismatches: int  # --validate: |y - ref| > atol + rtol |ref|
@@ -209,28 +210,36 @@ class RowCheck:
 
 
 def check_rows(xp: Any, family: rowwise.Family, shard: GeneratedShard, x_seed: int,
-               y_own: Any, dtype: Any, *, chunk: int = DEFAULT_CHUNK) -> RowCheck:
-    """This rank's rows of ``y`` (SpMV) against ``A @ x`` accumulated in float64, with ``x``
-    (the counter-based operand of ``x_seed``, rounded to ``dtype`` as the kernel read it) and
-    the rows regenerated here: ``Errors`` and the Wilkinson bound of
-    :mod:`teaal_loops.runtime.validation`, per row."""
+               y_own: Any, dtype: Any, *, width: int | None = None,
+               chunk: int = DEFAULT_CHUNK) -> RowCheck:
+    """This rank's rows of ``y = A @ x`` (SpMV; ``width`` None) or ``Z = A @ B`` (SpMM, ``B``
+    of ``width`` columns) against the product accumulated in float64, with the operand (the
+    counter-based one of ``x_seed``, rounded to ``dtype`` as the kernel read it) and the rows
+    regenerated here: ``Errors`` and the Wilkinson bound of
+    :mod:`teaal_loops.runtime.validation`, per output element."""
     local = shard.local_rows
-    _ensure_room(xp, 8 * family.cols + 3 * 8 * local, f"rank {shard.rank}'s float64 check")
-    x64 = rowwise.operand(xp, x_seed, 0, family.cols, dtype).astype(xp.float64)
-    ref = xp.zeros(local, dtype=xp.float64)
-    magnitude = xp.zeros(local, dtype=xp.float64)
+    w = 1 if width is None else width
+    _ensure_room(xp, 12 * family.cols * w + 3 * 8 * local * w, f"rank {shard.rank}'s float64 check")
+    x64 = rowwise.operand(xp, x_seed, 0, family.cols, dtype, width).astype(xp.float64)
+    x64 = x64.reshape(family.cols, w)
+    ref = xp.zeros(local * w, dtype=xp.float64)
+    magnitude = xp.zeros(local * w, dtype=xp.float64)
     nnz = int(shard.indptr[-1])
     lo = shard.rows[0]
-    for start in range(0, nnz, chunk):
-        row, k = rowwise.entries(xp, shard.indptr, start, min(nnz, start + chunk))
+    step = max(1, chunk // w)  # products of a chunk: step x w values
+    columns = xp.arange(w, dtype=xp.int64)
+    for start in range(0, nnz, step):
+        row, k = rowwise.entries(xp, shard.indptr, start, min(nnz, start + step))
         c = family.columns(xp, row + lo, k, shard.lengths[row])
-        products = family.values(xp, row + lo, k, dtype).astype(xp.float64) * x64[c]
-        ref += xp.bincount(row, weights=products, minlength=local)
-        magnitude += xp.bincount(row, weights=xp.abs(products), minlength=local)
+        values = family.values(xp, row + lo, k, dtype).astype(xp.float64)
+        products = (values[:, None] * x64[c]).ravel()
+        slot = (row[:, None] * w + columns).ravel()
+        ref += xp.bincount(slot, weights=products, minlength=local * w)
+        magnitude += xp.bincount(slot, weights=xp.abs(products), minlength=local * w)
     u = validation.UNIT_ROUNDOFF[np.dtype(dtype).name]
-    bound = xp.maximum(validation.BOUND_FLOOR,
-                       validation.WILKINSON_K * shard.lengths.astype(xp.float64) * u * magnitude)
-    y = y_own.astype(xp.float64)
+    terms = xp.repeat(shard.lengths.astype(xp.float64), w)
+    bound = xp.maximum(validation.BOUND_FLOOR, validation.WILKINSON_K * terms * u * magnitude)
+    y = y_own.astype(xp.float64).ravel()
     err = xp.abs(y - ref)
     finite = xp.isfinite(y)
     tolerance = validation.ATOL + validation.RTOL * xp.abs(ref)

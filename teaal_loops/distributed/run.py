@@ -56,6 +56,7 @@ class GeneratedProduct:
     choice: ExchangeChoice
     shape: MatrixShape
     setup_s: dict[str, float]
+    width: int | None  # SpMM's dense columns, None for SpMV
 
 
 def generated_product(
@@ -94,7 +95,7 @@ def generated_product(
     blocks = KernelBlocks(kernel, shard, shard.offd, width)
     clock.lap("prepare")
     product = DistributedProduct(shard, moved, blocks)
-    return GeneratedProduct(product, shard, partition, counts, choice, shape, clock.laps)
+    return GeneratedProduct(product, shard, partition, counts, choice, shape, clock.laps, width)
 
 
 class _Clock:

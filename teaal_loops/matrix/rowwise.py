@@ -180,10 +180,16 @@ class PowerLaw:
 Family = Banded | PowerLaw
 
 
-def operand(xp: Any, seed: int, lo: int, hi: int, dtype: Any) -> Any:
-    """``x[lo:hi]`` of the counter-based operand of ``seed``: uniform in [-1, 1)."""
-    j = xp.arange(lo, hi, dtype=xp.int64)
-    return signed_unit(xp, row_hash(xp, stream_key(seed, OPERAND), j), dtype)
+def operand(xp: Any, seed: int, lo: int, hi: int, dtype: Any, width: int | None = None) -> Any:
+    """Rows ``lo .. hi-1`` of the counter-based operand of ``seed``, uniform in [-1, 1): the
+    vector ``x[lo:hi]`` (``width`` None, SpMV), or the ``(hi - lo, width)`` row-major block of
+    the dense matrix ``B`` (SpMM; its entry ``(j, n)`` is hashed from ``j * width + n``)."""
+    if width is None:
+        j = xp.arange(lo, hi, dtype=xp.int64)
+        return signed_unit(xp, row_hash(xp, stream_key(seed, OPERAND), j), dtype)
+    flat = xp.arange(lo * width, hi * width, dtype=xp.int64)
+    block = signed_unit(xp, row_hash(xp, stream_key(seed, OPERAND), flat), dtype)
+    return block.reshape(hi - lo, width)
 
 
 def entries(xp: Any, indptr: Any, start: int, stop: int) -> tuple[Any, Any]:

@@ -3,7 +3,8 @@
 Each rank knows only the family's text: it partitions the rows from their lengths, makes its
 own shard in chunks (NumPy standing in for CuPy), sends its receive counts to everyone, builds
 its halo index lists by sending each owner the columns it needs over MPI, and runs the
-distributed product with SciPy standing in for the kernel, under both exchanges. Every piece
+distributed product (SpMV, then SpMM with B of 3 columns) with SciPy standing in for the
+kernel, under both exchanges. Every piece
 is compared with what one process computes from the whole matrix: the partition, the shard's
 blocks, the counts, the index lists, the rows of ``y``, and the float64 check of those rows.
 Exits non-zero with one line on the first disagreement.
@@ -89,6 +90,22 @@ def main() -> None:
             y_own[0] += 1.0
             if check_rows(np, family, shard, 11, y_own, np.float32).overruns != 1:
                 fail(f"{kind}: the float64 check missed a wrong row")
+    # SpMM on the same partition and shard: B of 3 columns, both exchanges' buffers of rows.
+    B = rowwise.operand(np, 12, 0, family.cols, np.float32, 3)
+    want_z = A[r0:r1].astype(np.float64) @ B.astype(np.float64)
+    for kind in EXCHANGES:
+        shard = builder.build(kind, np.float32)
+        exchange = Exchange(plan if kind == HALO else counts[rank], part, kind, transport,
+                            np.float32, width=3)
+        product = host_product(shard, exchange, shard.offd)
+        z_own = product.new_output()
+        z_own.fill(np.nan)
+        product(np.ascontiguousarray(B[lo:hi]), z_own)
+        if not np.allclose(z_own, want_z, rtol=1e-5, atol=1e-5):
+            fail(f"{kind}: SpMM rows differ from the single-process product")
+        check = check_rows(np, family, shard, 12, z_own, np.float32, width=3, chunk=chunk)
+        if check.overruns or check.naive_mismatches:
+            fail(f"{kind}: the float64 check of correct SpMM rows failed: {check}")
     if comm.allreduce(shard.nnz) != A.nnz:
         fail("the shards do not hold the matrix's nonzeros")
     print(f"rank {rank}/{size}: OK ghosts={shard.ghosts}", flush=True)

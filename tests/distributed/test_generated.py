@@ -111,3 +111,23 @@ def test_malformed_counts_are_refused() -> None:
     counts = counts_of_all([[0, 3, 1], [2, 0, 0], [0, 0, 0]])
     assert counts[0].send_runs() == [(1, 0, 2)] and counts[0].recv_runs() == [(1, 0, 3), (2, 3, 4)]
     assert isinstance(counts[2], HaloCounts) and counts[2].ghosts == 0 and counts[2].sends == 1
+
+
+@pytest.mark.parametrize("width", [1, 3, 8])
+def test_the_spmm_check_passes_right_rows_and_finds_wrong_elements(width: int) -> None:
+    family = rowwise.parse_family("powerlaw:rows=3000,nnz=40000,seed=8")
+    A = rowwise.whole_matrix(family, np.float64)
+    B = rowwise.operand(np, 4, 0, family.cols, np.float64, width)
+    assert B.shape == (family.cols, width)
+    assert np.array_equal(B[10:20], rowwise.operand(np, 4, 10, 20, np.float64, width))
+    part = partition_family(np, family, 2)
+    shard = ShardBuilder(np, family, part, 1, chunk=500).build(ALLGATHER, np.float64)
+    lo, hi = shard.rows
+    Z = A[lo:hi] @ B
+    check = check_rows(np, family, shard, 4, Z, np.float64, width=width, chunk=700)
+    assert check.overruns == 0 and check.naive_mismatches == 0 and check.rows == hi - lo
+    wrong = Z.copy()
+    wrong[3, width - 1] += 0.5  # one element of one row: counted alone
+    wrong[5, 0] = np.inf
+    bad = check_rows(np, family, shard, 4, wrong, np.float64, width=width)
+    assert bad.overruns == 2 and bad.naive_mismatches == 2

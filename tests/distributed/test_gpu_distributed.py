@@ -153,3 +153,16 @@ def test_two_ranks_generate_their_shards(name: str, exchange: str, tmp_path: obj
     assert doc["exchange"] == exchange and doc["forced"] and doc["ranks"] == 2
     assert sum(r["nnz"] for r in doc["per_rank"]) == doc["nnz"]
     assert all(r["check"]["overruns"] == 0 for r in doc["per_rank"])
+
+
+def test_generated_spmm_in_a_world_of_one_and_on_two_ranks(tmp_path: object) -> None:
+    out = _run(["run", "specs/spmm/lanes_over_n.yaml", "--device-synthetic", GENERATED,
+                "--rank", "N=8", "--distributed", "--rigorous", "--repeat", "5"])
+    assert "B and Z of 8 columns" in out and "Verdict: NOT_A_BUG" in out
+    _two_gpus()
+    for exchange in (HALO, ALLGATHER):
+        out = _run(["launch", "-n", "2", "--timeout", "500", "--", "run",
+                    "specs/spmm/lanes_over_n_vec.yaml", "--device-synthetic", GENERATED,
+                    "--rank", "N=32", "--distributed", "--rigorous", "--exchange", exchange,
+                    "--repeat", "5"])
+        assert "Ranks: 2 (launch" in out and "Verdict: NOT_A_BUG" in out
