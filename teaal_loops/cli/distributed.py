@@ -360,6 +360,7 @@ def _generated_lines(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]
                 f"MaxRelError: {max(c['max_rel_error'] for c in checks):.6e}",
                 f"Verdict: {'NOT_A_BUG' if overruns == 0 else 'POTENTIAL_BUG'}",
             ]
-        lines.append("Checked: every rank's rows against float64, the rows and x regenerated "
-                     "on the rank (nothing gathered)")
+        operand = "x" if doc["width"] is None else "B"
+        lines.append(f"Checked: every rank's rows against float64, the rows and {operand} "
+                     "regenerated on the rank (nothing gathered)")
     return lines
