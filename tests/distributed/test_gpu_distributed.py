@@ -166,3 +166,13 @@ def test_generated_spmm_in_a_world_of_one_and_on_two_ranks(tmp_path: object) -> 
                     "--rank", "N=32", "--distributed", "--rigorous", "--exchange", exchange,
                     "--repeat", "5"])
         assert "Ranks: 2 (launch" in out and "Verdict: NOT_A_BUG" in out
+
+
+def test_the_transport_stream_runs_at_high_priority() -> None:
+    """The exchange's stream outranks the caller's, so NCCL's few-block kernels are placed
+    beside the diagonal block's instead of after it (teaal_loops.distributed.device)."""
+    from teaal_loops.distributed.device import NcclTransport, nccl_communicator
+    from teaal_loops.distributed.world import detect_world
+
+    transport = NcclTransport(nccl_communicator(detect_world({})), np.float32)
+    assert transport.stream.priority < 0  # below 0 is above the default
