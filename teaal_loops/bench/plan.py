@@ -38,7 +38,9 @@ DENSE_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     # SDDMM runs' step: 16 (4 threads an atom, 2 runs each at K = 32) won 24 of 60 H100 cases
     # against the default 32 (8 threads), most at K = 32 (BENCHMARKS.md)
     "K_STEP": (DEFAULT, 16),
-    "ROW_LANES": (DEFAULT, 2, 8, 16),  # group_lanes_vec's lanes a row (default 4)
+    # group_lanes_vec's lanes a row (default 4); 1: a thread a row, no reduction (banded
+    # N = 8 on the H200: 2 lanes 81.9 us, 4 lanes 114.0, 8 lanes 221.9: fewer was faster)
+    "ROW_LANES": (DEFAULT, 1, 2, 8, 16),
 }
 
 

@@ -86,7 +86,8 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
         "thread_per_nonzero_runs[K_STEP=16,WORK_PER_THREAD=1]"]
     library, _ = plan.kernel_variants([], ("spmm",))
     assert [v.label for v in library["spmm"]] == [
-        "group_lanes_over_k", "group_lanes_vec", "group_lanes_vec[ROW_LANES=2]",
+        "group_lanes_over_k", "group_lanes_vec", "group_lanes_vec[ROW_LANES=1]",
+        "group_lanes_vec[ROW_LANES=2]",
         "group_lanes_vec[ROW_LANES=8]", "group_lanes_vec[ROW_LANES=16]", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]",
         "lanes_over_n_vec", "nonzero_split", "nonzero_split[NNZ_PER_WORKER=8]",
         "nonzero_split[NNZ_PER_WORKER=128]", "nonzero_split_vec",

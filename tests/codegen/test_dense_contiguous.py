@@ -188,6 +188,9 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("group_n32_vec4", GROUP_VEC, None, {}, 32, VECTOR4),
     ("group_n16_vec2_lanes8", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2),
     ("group_n10_scalar_lanes2", GROUP_VEC, None, {"ROW_LANES": 2}, 10, ()),
+    # one lane a row: no reduction, the lane stores its row itself
+    ("group_n32_vec4_lanes1", GROUP_VEC, None, {"ROW_LANES": 1}, 32, VECTOR4),
+    ("group_n8_vec4_lanes1_store", GROUP_VEC, None, {"ROW_LANES": 1}, 8, VECTOR4 + STORE),
     # outputs by 16-byte stores: a row's TB outputs, stored whole (chunks of 5 cross rows, so
     # work-oriented also adds split rows atomically beside the stores)
     ("lanes_n32_vec4_store", LANES_VEC, None, {}, 32, VECTOR4 + STORE),

@@ -45,6 +45,7 @@ SPMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
     ("lanes_over_n_vec", REPO / "specs/spmm/lanes_over_n_vec.yaml", {}),
     ("group_lanes_vec", REPO / "specs/spmm/group_lanes_vec.yaml", {}),
     ("group_lanes_vec8", REPO / "specs/spmm/group_lanes_vec.yaml", {"ROW_LANES": 8, "N_VEC": 8}),
+    ("group_lanes_vec1", REPO / "specs/spmm/group_lanes_vec.yaml", {"ROW_LANES": 1}),
     ("loops_thread", LOOPS / "spmm_thread_mapped__cell08_0.yaml",
      {"NUM_TILES": 64, "NUM_THREADS": 16}),
     ("loops_group", LOOPS / "spmm_group_mapped__cell08_0.yaml",
