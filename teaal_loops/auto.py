@@ -201,8 +201,11 @@ def load_constant_sets(path: str | Path) -> dict[str, AutoConstants]:
     """Every dtype's constants from a file in the format :func:`constants_document` writes
     (schema ``/2``: a section per dtype of :data:`DTYPES`); a schema ``/1`` file (one set)
     serves both dtypes. The sets of one GPU are :func:`load_device_sets`'."""
-    where = str(path)
-    doc = _read_constants(path)
+    return constant_sets_of(read_constants(path), str(path))
+
+
+def constant_sets_of(doc: Mapping[str, Any], where: str) -> dict[str, AutoConstants]:
+    """:func:`load_constant_sets` of a document already read (:func:`read_constants`)."""
     if doc.get("schema") == CONSTANTS_SCHEMA_V1:
         one = constants_from_mapping(_object(doc, "constants", where), where)
         return dict.fromkeys(DTYPES, one)
@@ -220,8 +223,11 @@ def load_constant_sets(path: str | Path) -> dict[str, AutoConstants]:
 # no one set serves both (BENCHMARKS.md, per-GPU constants). Other GPUs use the dtype's set.
 def load_device_sets(path: str | Path) -> dict[tuple[str, str], AutoConstants]:
     """The per-GPU sets of a constants file, by (device name, dtype); none for schema 1."""
-    where = str(path)
-    doc = _read_constants(path)
+    return device_sets_of(read_constants(path), str(path))
+
+
+def device_sets_of(doc: Mapping[str, Any], where: str) -> dict[tuple[str, str], AutoConstants]:
+    """:func:`load_device_sets` of a document already read (:func:`read_constants`)."""
     if doc.get("schema") == CONSTANTS_SCHEMA_V1 or "devices" not in doc:
         return {}
     out: dict[tuple[str, str], AutoConstants] = {}
@@ -239,7 +245,7 @@ def load_device_sets(path: str | Path) -> dict[tuple[str, str], AutoConstants]:
     return out
 
 
-def _read_constants(path: str | Path) -> Mapping[str, Any]:
+def read_constants(path: str | Path) -> Mapping[str, Any]:
     """A constants file's JSON object, its schema one this version reads."""
     where = str(path)
     try:

@@ -29,6 +29,7 @@ confirm a refit with a fresh benchmark run before trusting it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -316,14 +317,13 @@ def write_constants(
     """Write the constants file that :func:`teaal_loops.auto.constants` reads: the fitted
     sections (a dtype's, or one GPU's), the others as ``base`` (default: the shipped file) has
     them."""
-    import json
-
     base = Path(base or auto.CONSTANTS_FILE)
-    sets = dict(auto.load_constant_sets(base))
-    records = _records(base)
-    device_records = _device_records(base)
+    doc = auto.read_constants(base)  # read once, checked by the loaders below
+    sets = dict(auto.constant_sets_of(doc, str(base)))
+    records = _records(doc)
+    device_records = _device_records(doc)
     devices = {key: (values, device_records.get(key, {}))
-               for key, values in auto.load_device_sets(base).items()}
+               for key, values in auto.device_sets_of(doc, str(base)).items()}
     for f in fits:
         if f.device is None:
             sets[f.dtype] = f.result.constants
@@ -342,23 +342,17 @@ def write_constants(
     return out
 
 
-def _records(path: Path) -> dict[str, dict[str, Any]]:
-    """Each dtype's ``fitted_from`` in a constants file (a schema-1 file's one record for
-    both); the file was checked by :func:`teaal_loops.auto.load_constant_sets`."""
-    import json
-
-    doc = json.loads(path.read_text())
+def _records(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each dtype's ``fitted_from`` in a constants document (a schema-1 file's one record for
+    both); the document was checked by :func:`teaal_loops.auto.constant_sets_of`."""
     if doc.get("schema") == auto.CONSTANTS_SCHEMA_V1:
         return dict.fromkeys(auto.DTYPES, dict(doc.get("fitted_from") or {}))
     return {d: dict(doc[d].get("fitted_from") or {}) for d in auto.DTYPES}
 
 
-def _device_records(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+def _device_records(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """Each per-GPU section's ``fitted_from`` (checked by
-    :func:`teaal_loops.auto.load_device_sets`)."""
-    import json
-
-    doc = json.loads(path.read_text())
+    :func:`teaal_loops.auto.device_sets_of`)."""
     return {(name, dtype): dict(section.get("fitted_from") or {})
             for name, sections in (doc.get("devices") or {}).items()
             for dtype, section in sections.items()}

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
 from teaal_loops.matrix.limits import shown
@@ -221,8 +222,6 @@ def generate_rows(family: Family, lo: int, hi: int, dtype: Any = np.float64,
 
 def whole_matrix(family: Family, dtype: Any = np.float64) -> Any:
     """The whole matrix on the host as a SciPy ``csr_matrix``."""
-    import scipy.sparse as sp
-
     indptr, indices, data = generate_rows(family, 0, family.rows, dtype)
     return sp.csr_matrix((data, indices, indptr), shape=(family.rows, family.cols))
 
