@@ -271,8 +271,10 @@ def fit_documents(
 ) -> list[DtypeFit]:
     """Fit every dtype the checked results documents ``(doc, source)`` hold, their cases
     pooled, from ``start`` (default: the shipped constants); ``per_device``: each GPU model's
-    cases on their own, from the constants that model uses now."""
+    cases on their own, from ``start`` where one is given, else from the constants that model
+    uses now (its shipped section, or the dtype's)."""
 
+    given = start is not None
     start = start or auto.constant_sets()
     pooled = [(case, doc, source) for doc, source in docs for case in cases_of(doc)]
     if not pooled:
@@ -290,7 +292,7 @@ def fit_documents(
         if not mine:
             continue
         cases = [case for case, _, _ in mine]
-        first = start[dtype] if device is None else auto.device_constant_sets().get(
+        first = start[dtype] if device is None or given else auto.device_constant_sets().get(
             (device, dtype), start[dtype])
         result = fit(cases, first)
         sources = list(dict.fromkeys(source for _, _, source in mine))

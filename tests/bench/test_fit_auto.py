@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -321,6 +322,19 @@ def test_a_per_device_fit_writes_a_section_per_gpu_and_keeps_every_other(
     assert written["float32"] == shipped["float32"] and written["float64"] == shipped["float64"]
     assert written["devices"]["NVIDIA H200"] == shipped["devices"]["NVIDIA H200"]
     assert written["devices"]["GPU A"]["float32"]["fitted_from"]["devices"] == ["GPU A"]
+
+
+def test_a_per_device_fit_starts_from_the_given_constants() -> None:
+    """A caller's start set is where every section's fit starts, also for a GPU that has a
+    shipped section of its own (which is only the default)."""
+    doc = _on(_one_dtype(synthetic_run(), "float64"), "NVIDIA H200")
+    shipped = auto.device_constant_sets()[("NVIDIA H200", "float64")]
+    default = fit_auto.fit_documents([(doc, "a.json")], per_device=True)
+    assert default[0].start == shipped
+    mine = dict(auto.constant_sets())
+    mine["float64"] = dataclasses.replace(mine["float64"], CW=mine["float64"].CW * 2)
+    given = fit_auto.fit_documents([(doc, "a.json")], start=mine, per_device=True)
+    assert given[0].start == mine["float64"] != shipped
 
 
 @pytest.mark.parametrize(("devices", "message"), [
