@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("spec", metavar="SPEC", help="a TeAAL spec (YAML)")
     add_param_option(p)
     add_rank_option(p)
-    add_matrix_options(p, required=False)
+    add_matrix_options(p, required=False, device_synthetic=True)
     p.add_argument("--layout", help="override the layout the spec's format selects")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_explain_options(p)
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     dense_size = dense_size_for(schedule, ranks)
     bound = sim = A = None
     name = None
-    if args.matrix or args.synthetic:
+    if args.matrix or args.synthetic or args.device_synthetic:
         name, A = load_matrix_from_args(args)
         # bound to the layout's tiles and atoms (for CSR: rows and nonzeros) of the matrix the
         # layout holds (A^T for a transposed form)

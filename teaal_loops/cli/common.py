@@ -12,6 +12,7 @@ from teaal_loops import matrix
 from teaal_loops.errors import ParameterError, TeaalLoopsError
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.lowering.simulate import operand_shapes
+from teaal_loops.matrix import rowwise
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:
@@ -161,9 +162,10 @@ def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool,
             "--device-synthetic",
             metavar="KIND:key=value,...",
             help=(
-                "with --distributed: a matrix each rank generates row by row on its own GPU "
-                "(counter-based, the same for any number of ranks; it may exceed one GPU): "
-                "banded or powerlaw, e.g. powerlaw:rows=62500000,nnz=1e9,seed=7"
+                "a matrix made row by row from a counter-based hash, the same for any "
+                "number of ranks: banded or powerlaw, e.g. powerlaw:rows=62500000,nnz=1e9,"
+                "seed=7; run --distributed makes each rank's rows on its own GPU (it may "
+                "exceed one GPU); explain makes the whole matrix on the host"
             ),
         )
     group.add_argument(
@@ -189,6 +191,9 @@ def load_matrix_from_args(args: argparse.Namespace) -> tuple[str, Any]:
         return args.matrix, matrix.read_matrix_market(args.matrix)
     if getattr(args, "synthetic", None):
         return args.synthetic, matrix.synthetic_from_string(args.synthetic)
+    if getattr(args, "device_synthetic", None):  # the whole matrix, made on the host
+        return args.device_synthetic, rowwise.host_matrix(rowwise.parse_family(
+            args.device_synthetic))
     raise TeaalLoopsError("no matrix given: use -m FILE or --synthetic KIND:key=value,...")
 
 

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops.errors import MatrixError
-from teaal_loops.matrix.limits import shown
+from teaal_loops.matrix.limits import check_memory, shown
 from teaal_loops.matrix.synthetic_args import check_int, parse_number
 
 ROWWISE_KINDS = ("banded", "powerlaw")
@@ -118,6 +118,12 @@ class Banded:
     def columns(self, xp: Any, rows: Any, k: Any, lengths: Any) -> Any:
         return xp.maximum(rows - self.half_width, 0) + k
 
+    @property
+    def expected_nnz(self) -> int:
+        """The nonzeros exactly: full rows of 2h+1, less the corners the edges cut off."""
+        h = min(self.half_width, self.rows - 1)
+        return self.rows * (2 * h + 1) - h * (h + 1)
+
     def values(self, xp: Any, rows: Any, k: Any, dtype: Any) -> Any:
         return signed_unit(xp, entry_hash(xp, stream_key(self.seed, VALUE), rows, k), dtype)
 
@@ -137,6 +143,11 @@ class PowerLaw:
     skew: float = 0.5
     seed: int = 0
     kind: str = "powerlaw"
+
+    @property
+    def expected_nnz(self) -> int:
+        """About the nonzeros (the mean degree asked for, times the rows)."""
+        return int(self.mean_degree * self.rows)
 
     @property
     def min_degree(self) -> float:
@@ -218,6 +229,17 @@ def generate_rows(family: Family, lo: int, hi: int, dtype: Any = np.float64,
     rows = local + lo
     cols = family.columns(xp, rows, k, lengths[local])
     return indptr, cols.astype(xp.int32), family.values(xp, rows, k, dtype)
+
+
+HOST_BYTES_PER_NONZERO = 96  # the values and indices kept, and the generator's temporaries
+
+
+def host_matrix(family: Family, dtype: Any = np.float64) -> Any:
+    """:func:`whole_matrix`, refused in one line where the host cannot hold it and its
+    making (``explain --device-synthetic``: a plan on the CPU of what the ranks will make)."""
+    need = HOST_BYTES_PER_NONZERO * family.expected_nnz + 16 * (family.rows + 1)
+    check_memory(need, f"the whole {family.describe()} matrix on the host")
+    return whole_matrix(family, dtype)
 
 
 def whole_matrix(family: Family, dtype: Any = np.float64) -> Any:

@@ -46,6 +46,22 @@ def test_explain_ranks_json_and_forced_exchange(capsys: pytest.CaptureFixture[st
     assert sum(volume["halo_recv_entries"]) == sum(volume["halo_send_entries"]) > 0
 
 
+def test_explain_plans_a_generated_matrix_on_the_cpu(capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    """explain --device-synthetic makes the whole matrix on the host: the same matrix, so the
+    same partition, as the ranks of a run would make shard by shard."""
+    import numpy as np
+
+    from teaal_loops.distributed.generated import partition_family
+    from teaal_loops.matrix import rowwise
+
+    assert main(["explain", SPEC, "--device-synthetic", DEVICE, "--ranks", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["distributed"]
+    want = partition_family(np, rowwise.parse_family(DEVICE), 3)
+    assert [s["rows"] for s in doc["shards"]] == [list(want.rows_of(r)) for r in range(3)]
+    assert sum(s["nnz"] for s in doc["shards"]) == int(want.nnz.sum())
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -67,6 +83,8 @@ def test_explain_ranks_json_and_forced_exchange(capsys: pytest.CaptureFixture[st
          "schedule auto chooses from the whole matrix"),
         (["run", SPEC, "--device-synthetic", DEVICE, "--distributed", "--layout", "ell"],
          "layout ell is not supported"),
+        (["explain", SPEC, "--device-synthetic", "powerlaw:rows=2e9,nnz=4e12", "--ranks", "4"],
+         "on the host needs about"),
         (["launch", "-n", "2", "--devices", "0", "--", "parse", SPEC], "--devices"),
     ],
 )
