@@ -88,6 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     if args.distributed:
         return run_distributed(args)
+    if args.report:
+        raise ParameterError("--report writes a distributed run's JSON: it needs --distributed")
     if args.device_synthetic:
         raise ParameterError(
             "--device-synthetic makes each rank's rows on its GPU: it needs --distributed "

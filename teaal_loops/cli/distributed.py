@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -148,6 +149,7 @@ def run_distributed(args: argparse.Namespace) -> int:
         dense = dense_size_for(kernel.schedule, parse_ranks(args.rank))
         if kernel.schedule.form.dense is not None:
             width = dense or DEFAULT_DENSE_SIZE
+    _check_report_path(args.report)
     world = detect_world()
     runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
     select_device(world)  # before anything touches a GPU: this rank's own
@@ -176,6 +178,18 @@ def run_distributed(args: argparse.Namespace) -> int:
     if world.rank == 0:
         _print_run(args, world, name, A, plan, every)
         _print_checks(args, kernel, A, x, y_host, width)
+        if args.report:
+            _write_report(args.report, {
+                "matrix": name, "spec": args.spec, "dtype": args.dtype, "device": device.name,
+                "rows": int(A.shape[0]), "cols": int(A.shape[1]), "nnz": int(A.nnz),
+                "ranks": world.size, "launcher": world.launcher, "width": width,
+                "repeat": args.repeat, "partition": plan.partition.as_dict(),
+                **plan.choice.as_dict(), "halo_recv_entries": plan.volume.as_dict()[
+                    "halo_recv_entries"],
+                "elapsed_ms": max(t["product_ms"] for t in every),
+                "mean_ms": max(t["product_mean_ms"] for t in every),
+                "per_rank": [{"times": t} for t in every],
+            })
     world.channel.barrier()  # the others wait while rank 0 validates
     return 0
 
@@ -249,6 +263,7 @@ def run_generated(args: argparse.Namespace) -> int:
     """One rank of ``run --distributed --device-synthetic``: the matrix is made shard by shard,
     each rank its own rows on its own GPU (teaal_loops.distributed.generated)."""
     family = rowwise.parse_family(args.device_synthetic)
+    _check_report_path(args.report)
     dtype = DTYPES[args.dtype]
     kernel = _generated_kernel(args, dtype, parse_params(args.param))
     width = None
@@ -286,11 +301,25 @@ def run_generated(args: argparse.Namespace) -> int:
         for line in _generated_lines(args, doc):
             print(line)
         if args.report:
-            with open(args.report, "w") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
+            _write_report(args.report, doc)
     world.channel.barrier()
     return 0
+
+
+def _check_report_path(path: str | None) -> None:
+    """``--report FILE``'s folder exists, checked before anything is made (not after minutes
+    of generation and timing)."""
+    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ParameterError(f"--report {path!r}: its folder does not exist")
+
+
+def _write_report(path: str, doc: dict[str, Any]) -> None:
+    try:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+    except OSError as err:
+        raise ParameterError(f"--report {path!r}: {err.strerror or err}") from None
 
 
 def _generated_report(args: argparse.Namespace, world: World, family: rowwise.Family,

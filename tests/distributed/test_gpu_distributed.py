@@ -56,11 +56,15 @@ def _run(argv: list[str]) -> str:
     return proc.stdout
 
 
-def test_a_world_of_one_runs_through_nccl() -> None:
+def test_a_world_of_one_runs_through_nccl(tmp_path: object) -> None:
+    report = f"{tmp_path}/run.json"
     out = _run(["run", "specs/merge_path.yaml", "--synthetic", MATRIX, "--distributed",
-                "--rigorous", "--repeat", "5"])
+                "--rigorous", "--repeat", "5", "--report", report])
     assert "Ranks: 1" in out and "Verdict: NOT_A_BUG" in out
     assert "SingleGPUDisagreements: 0" in out
+    doc = json.loads(open(report).read())
+    assert doc["ranks"] == 1 and doc["nnz"] > 0 and doc["repeat"] == 5
+    assert doc["mean_ms"] > 0 and len(doc["per_rank"]) == 1
 
 
 def _two_gpus() -> None:
