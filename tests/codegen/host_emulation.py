@@ -31,6 +31,8 @@ CXX = shutil.which("g++") or shutil.which("clang++")
 _BUILD_DIR = Path(tempfile.mkdtemp(prefix="teaal-emu-"))
 atexit.register(shutil.rmtree, _BUILD_DIR, True)
 _built: dict[str, Path] = {}
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
 _pch_lock = threading.Lock()
 CXXFLAGS = ["-std=c++17", "-O0", "-pthread", "-DTEAAL_TRACE=1"]
 
@@ -129,20 +131,24 @@ def build(cfg: KernelConfig, options: tuple[str, ...] = ()) -> Path:
     launch (``-DNAME=VALUE``, backend.dense_options), passed to g++ as they are to NVRTC."""
     source = render(cfg) + "\n#include <vector>\n" + _driver(cfg)
     key = hashlib.sha256("\0".join((source, *options)).encode()).hexdigest()[:16]
-    if key in _built:
-        return _built[key]
-    assert CXX is not None
-    src = _BUILD_DIR / f"{key}.cpp"
-    exe = _BUILD_DIR / f"{key}.exe"
-    src.write_text(source)
-    subprocess.run(
-        [CXX, *CXXFLAGS, *options, "-include", str(_shim()), "-o", str(exe), str(src)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    _built[key] = exe
-    return exe
+    with _key_locks_guard:  # tests build in threads: one build a source, the others wait
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:
+        if key in _built:
+            return _built[key]
+        assert CXX is not None
+        src = _BUILD_DIR / f"{key}.cpp"
+        exe = _BUILD_DIR / f"{key}.exe"
+        src.write_text(source)
+        done = subprocess.run(
+            [CXX, *CXXFLAGS, *options, "-include", str(_shim()), "-o", str(exe), str(src)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            raise AssertionError(f"{CXX} failed on {src}:\n{done.stderr[-4000:]}")
+        _built[key] = exe
+        return exe
 
 
 @dataclass
