@@ -90,8 +90,11 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
         "group_lanes_vec[ROW_LANES=2]",
         "group_lanes_vec[ROW_LANES=8]", "group_lanes_vec[ROW_LANES=16]", "lanes_over_n", "lanes_over_n_tiled[N_TILE=32]",
         "lanes_over_n_vec", "nonzero_split", "nonzero_split[NNZ_PER_WORKER=8]",
-        "nonzero_split[NNZ_PER_WORKER=128]", "nonzero_split_vec",
-        "nonzero_split_vec[NNZ_PER_WORKER=8]", "nonzero_split_vec[NNZ_PER_WORKER=128]"]
+        "nonzero_split[NNZ_PER_WORKER=12]", "nonzero_split[NNZ_PER_WORKER=24]",
+        "nonzero_split[NNZ_PER_WORKER=48]", "nonzero_split[NNZ_PER_WORKER=128]",
+        "nonzero_split_vec", "nonzero_split_vec[NNZ_PER_WORKER=8]",
+        "nonzero_split_vec[NNZ_PER_WORKER=12]", "nonzero_split_vec[NNZ_PER_WORKER=24]",
+        "nonzero_split_vec[NNZ_PER_WORKER=48]", "nonzero_split_vec[NNZ_PER_WORKER=128]"]
     assert all(v.layout == "csr" for v in library["spmm"])
     if loops.is_file():
         given, _ = plan.kernel_variants([loops], ("spmm",))
