@@ -41,7 +41,6 @@ from teaal_loops.matrix.csr_arrays import CsrArrays
 from teaal_loops.matrix.limits import check_memory
 from teaal_loops.runtime import validation
 from teaal_loops.runtime.device_matrix import ensure_fits
-from teaal_loops.types import INT32_MAX
 
 DEFAULT_CHUNK = 1 << 25  # nonzeros made at once: about 1 GiB of temporaries on a GPU
 
@@ -153,11 +152,7 @@ class ShardBuilder:
             width = len(self.ghost_cols)
             number = xp.cumsum(self.mark, dtype=xp.int32) - 1  # column -> ghost position
         else:
-            width = part.parts * part.max_owned_cols
-            if width > INT32_MAX:  # the kernel reads int32 columns (model.choose_exchange)
-                raise DistributedError(f"the allgather's padded x of {width} entries passes "
-                                       "32-bit column indices: use the halo")
-            cuts = xp.asarray(part.col_cuts)
+            width = part.gathered_entries
         diag_idx = xp.empty(n_diag, dtype=xp.int32)
         diag_val = xp.empty(n_diag, dtype=dtype)
         offd_idx = xp.empty(n_offd, dtype=xp.int32)
@@ -172,11 +167,7 @@ class ShardBuilder:
             other = ~own
             r, c, ko = row[other], cols[other], k[other]
             at = offd_ptr[slot[r]] + xp.where(c < self.clo, ko, ko - self.inside[r])
-            if exchange == HALO:
-                offd_idx[at] = number[c]
-            else:
-                owner = xp.searchsorted(cuts, c, side="right") - 1
-                offd_idx[at] = (owner * part.max_owned_cols + c - cuts[owner]).astype(xp.int32)
+            offd_idx[at] = number[c] if exchange == HALO else part.padded_index(c, xp)
             offd_val[at] = values[other]
         return GeneratedShard(
             rank=self.rank,

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from teaal_loops.distributed.errors import DistributedError
-from teaal_loops.distributed.partition import RowPartition
+from teaal_loops.distributed.partition import RowPartition, to_host
 from teaal_loops.matrix import as_csr
 
 IntArray = npt.NDArray[np.int64]
@@ -169,8 +169,7 @@ def receive_counts(ghosts: Any, partition: RowPartition, xp: Any = np) -> list[i
     """Entries a rank with these sorted ghost columns (on ``xp``'s device) receives from
     each rank."""
     cuts = xp.searchsorted(ghosts, xp.asarray(partition.col_cuts), side="left")
-    counts = cuts[1:] - cuts[:-1]
-    return [int(v) for v in (counts.get() if hasattr(counts, "get") else counts)]
+    return [int(v) for v in to_host(cuts[1:] - cuts[:-1])]
 
 
 def plan_over_transport(counts: HaloCounts, ghosts: Any, partition: RowPartition,

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from teaal_loops.distributed.errors import DistributedError
+from teaal_loops.types import INT32_MAX
 
 IntArray = npt.NDArray[np.int64]
 MAX_PARTS = 4096  # ranks a partition may have (bounds every per-rank table)
@@ -67,6 +68,7 @@ def cost_prefix(costs: Any, xp: Any = np) -> Any:
 
 
 def cuts_on_prefix(prefix: Any, parts: int, xp: Any = np) -> IntArray:
+    """:func:`balanced_cuts` from the costs' running sums (:func:`cost_prefix`)."""
     rows = len(prefix) - 1
     total = int(prefix[-1])
     targets = np.arange(1, parts, dtype=np.float64) * (total / parts)
@@ -75,15 +77,16 @@ def cuts_on_prefix(prefix: Any, parts: int, xp: Any = np) -> IntArray:
     above = xp.asarray(np.ceil(targets).astype(np.int64))
     hi = xp.searchsorted(prefix, above, side="left").clip(0, rows)
     lo = (hi - 1).clip(0, rows)
-    at_hi, at_lo = _host(prefix[hi]), _host(prefix[lo])
-    hi, lo = _host(hi), _host(lo)
+    at_hi, at_lo = to_host(prefix[hi]), to_host(prefix[lo])
+    hi, lo = to_host(hi), to_host(lo)
     nearer_lo = np.abs(at_lo - targets) <= np.abs(at_hi - targets)
     inner = np.where(nearer_lo, lo, hi)
     cuts = np.concatenate(([0], np.maximum.accumulate(inner) if len(inner) else inner, [rows]))
     return cuts.astype(np.int64)
 
 
-def _host(a: Any) -> Any:
+def to_host(a: Any) -> Any:
+    """A NumPy array of ``a`` (a CuPy array is copied from its device)."""
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
@@ -147,18 +150,28 @@ class RowPartition:
         """The most ``x`` entries one rank owns (an allgather's padded block)."""
         return int(self.col_counts.max()) if self.parts else 0
 
-    def owner_of_cols(self, cols: npt.ArrayLike) -> IntArray:
+    def owner_of_cols(self, cols: npt.ArrayLike, xp: Any = np) -> IntArray:
         """The rank owning each column (an empty rank owns none: the search finds the last
-        rank whose range starts at or before the column)."""
-        c = np.asarray(cols, dtype=np.int64)
-        return (np.searchsorted(self.col_cuts, c, side="right") - 1).astype(np.int64)
+        rank whose range starts at or before the column); ``cols`` on ``xp``'s device."""
+        c = xp.asarray(cols, dtype=xp.int64)
+        cuts = xp.asarray(self.col_cuts)
+        return (xp.searchsorted(cuts, c, side="right") - 1).astype(xp.int64)
 
-    def padded_index(self, cols: npt.ArrayLike) -> IntArray:
-        """Each column's position in an allgather of equal blocks of :attr:`max_owned_cols`
-        entries a rank (NCCL's allgather sends the same count from every rank)."""
-        c = np.asarray(cols, dtype=np.int64)
-        owner = self.owner_of_cols(c)
-        return owner * self.max_owned_cols + (c - self.col_cuts[owner])
+    @property
+    def gathered_entries(self) -> int:
+        """The allgather's padded ``x``: every rank's block padded to :attr:`max_owned_cols`
+        (NCCL's allgather sends the same count from every rank)."""
+        return self.parts * self.max_owned_cols
+
+    def padded_index(self, cols: npt.ArrayLike, xp: Any = np) -> IntArray:
+        """Each column's position in the allgather's padded ``x`` (on ``xp``'s device); one
+        line where that vector passes what the kernels' 32-bit column indices address."""
+        if self.gathered_entries > INT32_MAX:  # the model never chooses it (choose_exchange)
+            raise DistributedError(f"the allgather's padded x of {self.gathered_entries} "
+                                   "entries passes 32-bit column indices: use the halo")
+        c = xp.asarray(cols, dtype=xp.int64)
+        owner = self.owner_of_cols(c, xp)
+        return owner * self.max_owned_cols + (c - xp.asarray(self.col_cuts)[owner])
 
     @property
     def imbalance(self) -> float:
@@ -182,8 +195,7 @@ def partition_rows(A: Any, parts: int, *, group_size: int = 1) -> RowPartition:
     """Partition the rows of ``A`` (anything with ``indptr`` and ``shape``: SciPy CSR) into
     ``parts`` ranks balanced by :func:`row_costs`."""
     indptr = np.asarray(A.indptr, dtype=np.int64)
-    rows, cols = (int(n) for n in A.shape)
-    return partition_lengths(np.diff(indptr), cols, parts, group_size=group_size)
+    return partition_lengths(np.diff(indptr), int(A.shape[1]), parts, group_size=group_size)
 
 
 def partition_lengths(
@@ -202,8 +214,8 @@ def partition_lengths(
     return RowPartition(
         row_cuts=cuts,
         col_cuts=column_cuts(cuts, rows, cols),
-        cost=np.diff(_host(prefix[cuts_dev])),
-        nnz=np.diff(_host(nnz_prefix[cuts_dev])),
+        cost=np.diff(to_host(prefix[cuts_dev])),
+        nnz=np.diff(to_host(nnz_prefix[cuts_dev])),
         group_size=int(group_size),
     )
 

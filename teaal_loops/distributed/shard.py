@@ -25,10 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from teaal_loops.distributed.errors import DistributedError
 from teaal_loops.distributed.partition import RowPartition
 from teaal_loops.matrix import as_csr
-from teaal_loops.types import INT32_MAX
 
 IntArray = npt.NDArray[np.int64]
 HALO, ALLGATHER = "halo", "allgather"
@@ -83,10 +81,7 @@ class Shard(ShardExtent):
             return self.offd
         if exchange != ALLGATHER:
             raise ValueError(f"exchange {exchange!r}: expected one of {EXCHANGES}")
-        width = partition.parts * partition.max_owned_cols
-        if width > INT32_MAX:  # the kernel reads int32 columns (model.choose_exchange)
-            raise DistributedError(f"the allgather's padded x of {width} entries passes "
-                                   "32-bit column indices: use the halo")
+        width = partition.gathered_entries
         position = partition.padded_index(self.ghost_cols)
         indices = position[self.offd.indices] if self.offd.nnz else self.offd.indices
         return sp.csr_matrix(
