@@ -337,7 +337,7 @@ def _generated_report(args: argparse.Namespace, world: World, family: rowwise.Fa
         "nnz": made.shape.nnz,
         "ranks": world.size,
         "launcher": world.launcher,
-        "width": made.width,
+        "width": made.product.exchange.width,
         "repeat": args.repeat,
         "partition": part.as_dict(),
         **made.choice.as_dict(),

@@ -56,7 +56,6 @@ class GeneratedProduct:
     choice: ExchangeChoice
     shape: MatrixShape
     setup_s: dict[str, float]
-    width: int | None  # SpMM's dense columns, None for SpMV
 
 
 def generated_product(
@@ -95,7 +94,7 @@ def generated_product(
     blocks = KernelBlocks(kernel, shard, shard.offd, width)
     clock.lap("prepare")
     product = DistributedProduct(shard, moved, blocks)
-    return GeneratedProduct(product, shard, partition, counts, choice, shape, clock.laps, width)
+    return GeneratedProduct(product, shard, partition, counts, choice, shape, clock.laps)
 
 
 class _Clock:

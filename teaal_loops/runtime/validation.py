@@ -114,11 +114,12 @@ class RigorousReport:
         ]
 
 
-def _overruns(y: npt.NDArray[Any], ref: npt.NDArray[np.float64], bound: npt.NDArray[Any]) -> int:
+def overruns(y: npt.ArrayLike, ref: npt.NDArray[np.float64], bound: npt.ArrayLike) -> int:
+    """Entries of ``y`` outside ``bound`` of ``ref`` (or of another class: module docstring)."""
     return int(np.count_nonzero(~_within(np.asarray(y, dtype=np.float64), ref, bound)))
 
 
-def _max_errors(y64: npt.NDArray[np.float64], ref: npt.NDArray[np.float64]) -> tuple[float, float]:
+def max_errors(y64: npt.NDArray[np.float64], ref: npt.NDArray[np.float64]) -> tuple[float, float]:
     """(max absolute, max relative) error over the entries finite on both sides."""
     finite = np.isfinite(y64) & np.isfinite(ref)
     if not finite.any():
@@ -160,12 +161,12 @@ def report(ref: npt.NDArray[np.float64], bound: npt.ArrayLike, y: npt.ArrayLike,
     """The verdict of ``y`` (and of the sequential ``baseline``) against ``ref`` within
     ``bound`` per element, with the naive --validate count and the largest errors."""
     y64 = np.asarray(y, dtype=np.float64)
-    max_abs, max_rel = _max_errors(y64, ref)
+    max_abs, max_rel = max_errors(y64, ref)
     return RigorousReport(
         wilkinson_k=WILKINSON_K,
         naive_mismatches=count_errors(y64, ref),
-        baseline_overruns=_overruns(np.asarray(baseline), ref, np.asarray(bound)),
-        gpu_overruns=_overruns(y64, ref, np.asarray(bound)),
+        baseline_overruns=overruns(np.asarray(baseline), ref, np.asarray(bound)),
+        gpu_overruns=overruns(y64, ref, np.asarray(bound)),
         max_abs_error=max_abs,
         max_rel_error=max_rel,
     )
