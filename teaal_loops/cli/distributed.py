@@ -146,19 +146,12 @@ def run_distributed(args: argparse.Namespace) -> int:
             raise ParameterError("--rank: schedule auto runs SpMV specs, which have no dense rank")
     else:
         dplan.check_form(kernel.schedule)
-        dense = dense_size_for(kernel.schedule, parse_ranks(args.rank))
-        if kernel.schedule.form.dense is not None:
-            width = dense or DEFAULT_DENSE_SIZE
+        width = _dense_width(args, kernel)
     _check_report_path(args.report)
-    world = detect_world()
-    runtime.cupy_module()  # no GPU: one line now, before reading a large matrix
-    select_device(world)  # before anything touches a GPU: this rank's own
+    world, device, fabric = _join()  # no GPU: one line now, before reading a large matrix
     name, A = load_matrix_from_args(args)
     if isinstance(kernel, pipeline.AutoKernel):
         kernel = kernel.kernel_for(A)
-    device = runtime.device_info()
-    fabric = Fabric(gpus_per_node=world.local_size,
-                    device=H100 if "H100" in device.name.upper() else H200)
     plan = dplan.plan_product(
         kernel.schedule, A, world.size, params=kernel.params,
         value_bytes=kernel.dtype.itemsize, width=width or 1, fabric=fabric,
@@ -179,19 +172,54 @@ def run_distributed(args: argparse.Namespace) -> int:
         _print_run(args, world, name, A, plan, every)
         _print_checks(args, kernel, A, x, y_host, width)
         if args.report:
-            _write_report(args.report, {
-                "matrix": name, "spec": args.spec, "dtype": args.dtype, "device": device.name,
-                "rows": int(A.shape[0]), "cols": int(A.shape[1]), "nnz": int(A.nnz),
-                "ranks": world.size, "launcher": world.launcher, "width": width,
-                "repeat": args.repeat, "partition": plan.partition.as_dict(),
-                **plan.choice.as_dict(), "halo_recv_entries": plan.volume.as_dict()[
-                    "halo_recv_entries"],
-                "elapsed_ms": max(t["product_ms"] for t in every),
-                "mean_ms": max(t["product_mean_ms"] for t in every),
-                "per_rank": [{"times": t} for t in every],
-            })
+            _write_report(args.report, _run_document(
+                args, world, device.name, name, A.shape, int(A.nnz), width, plan.partition,
+                plan.choice, [int(g) for g in plan.volume.ghosts],
+                [{"times": t} for t in every]))
     world.channel.barrier()  # the others wait while rank 0 validates
     return 0
+
+
+def _dense_width(args: argparse.Namespace, kernel: Any) -> int | None:
+    """SpMM's columns of B and Z (``--rank``, else the default); None for SpMV, which takes
+    no ``--rank``."""
+    if kernel.schedule.form.dense is None:
+        if args.rank:
+            raise ParameterError(f"--rank: {args.spec} is SpMV, which has no dense rank")
+        return None
+    return dense_size_for(kernel.schedule, parse_ranks(args.rank)) or DEFAULT_DENSE_SIZE
+
+
+def _join() -> tuple[World, Any, Fabric]:
+    """This rank's world, on its own GPU (chosen before anything touches one), the GPU, and
+    the fabric the cost model sees (the host's ranks on NVLink)."""
+    world = detect_world()
+    runtime.cupy_module()
+    select_device(world)
+    device = runtime.device_info()
+    gpu = H100 if "H100" in device.name.upper() else H200
+    return world, device, Fabric(gpus_per_node=world.local_size, device=gpu)
+
+
+def _run_document(
+    args: argparse.Namespace, world: World, device: str, matrix: str, shape: Any, nnz: int,
+    width: int | None, partition: Any, choice: Any, ghosts: list[int],
+    per_rank: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``--report``'s JSON of a distributed run, either path: the run, its plan, and each
+    rank's times (and, generated, its load and check)."""
+    times = [r["times"] for r in per_rank]
+    return {
+        "matrix": matrix, "spec": args.spec, "dtype": args.dtype, "device": device,
+        "rows": int(shape[0]), "cols": int(shape[1]), "nnz": nnz,
+        "ranks": world.size, "launcher": world.launcher, "width": width,
+        "repeat": args.repeat, "partition": partition.as_dict(),
+        **choice.as_dict(), **({"exchange": "none"} if world.size == 1 else {}),
+        "halo_recv_entries": ghosts,
+        "elapsed_ms": max(t["product_ms"] for t in times),
+        "mean_ms": max(t["product_mean_ms"] for t in times),
+        "per_rank": per_rank,
+    }
 
 
 def _print_run(args: argparse.Namespace, world: World, name: str, A: Any,
@@ -266,17 +294,8 @@ def run_generated(args: argparse.Namespace) -> int:
     _check_report_path(args.report)
     dtype = DTYPES[args.dtype]
     kernel = _generated_kernel(args, dtype, parse_params(args.param))
-    width = None
-    if kernel.schedule.form.dense is not None:  # SpMM: B and Z of ``width`` columns
-        width = dense_size_for(kernel.schedule, parse_ranks(args.rank)) or DEFAULT_DENSE_SIZE
-    elif args.rank:
-        raise ParameterError(f"--rank: {args.spec} is SpMV, which has no dense rank")
-    world = detect_world()
-    runtime.cupy_module()
-    select_device(world)
-    device = runtime.device_info()
-    fabric = Fabric(gpus_per_node=world.local_size,
-                    device=H100 if "H100" in device.name.upper() else H200)
+    width = _dense_width(args, kernel)
+    world, device, fabric = _join()
     made = generated_product(world, kernel, family, fabric=fabric, exchange=args.exchange,
                              width=width)
     product, part = made.product, made.partition
@@ -297,7 +316,9 @@ def run_generated(args: argparse.Namespace) -> int:
             "offd_rows": len(shard.offd_rows), "ghosts": shard.ghosts}
     every = world.channel.allgather(mine)
     if world.rank == 0:
-        doc = _generated_report(args, world, family, made, every, device.name)
+        doc = _run_document(args, world, device.name, family.describe(),
+                            (made.shape.rows, made.shape.cols), made.shape.nnz, width,
+                            made.partition, made.choice, [c.ghosts for c in made.counts], every)
         for line in _generated_lines(args, doc):
             print(line)
         if args.report:
@@ -322,43 +343,16 @@ def _write_report(path: str, doc: dict[str, Any]) -> None:
         raise ParameterError(f"--report {path!r}: {err.strerror or err}") from None
 
 
-def _generated_report(args: argparse.Namespace, world: World, family: rowwise.Family,
-                      made: Any, every: list[dict[str, Any]], device: str) -> dict[str, Any]:
-    part = made.partition
-    times = [r["times"] for r in every]
-    return {
-        "matrix": family.describe(),
-        "generated": "each rank its rows on its own GPU",
-        "spec": args.spec,
-        "dtype": args.dtype,
-        "device": device,
-        "rows": made.shape.rows,
-        "cols": made.shape.cols,
-        "nnz": made.shape.nnz,
-        "ranks": world.size,
-        "launcher": world.launcher,
-        "width": made.product.exchange.width,
-        "repeat": args.repeat,
-        "partition": part.as_dict(),
-        **made.choice.as_dict(),
-        **({"exchange": "none"} if world.size == 1 else {}),
-        "halo_recv_entries": [c.ghosts for c in made.counts],
-        "elapsed_ms": max(t["product_ms"] for t in times),
-        "mean_ms": max(t["product_mean_ms"] for t in times),
-        "per_rank": every,
-    }
-
-
 def _generated_lines(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]:
     part = doc["partition"]
     lines = [
-        f"Matrix: {doc['matrix']} ({doc['generated']})",
+        f"Matrix: {doc['matrix']} (each rank made its rows on its own GPU)",
         f"Dimensions: {doc['rows']} x {doc['cols']} ({doc['nnz']})"
         + ("" if doc["width"] is None else f"; B and Z of {doc['width']} columns"),
         f"Ranks: {doc['ranks']} ({doc['launcher']})",
         f"Partition: imbalance max/mean {part['imbalance']:.4f} (schedule cost, "
         f"G = {part['group_size']})",
-        "Exchange: none (one rank owns all of x)" if doc["ranks"] == 1 else
+        "Exchange: none (one rank owns all of x)" if doc["exchange"] == "none" else
         f"Exchange: {doc['exchange']}{' (asked for)' if doc['forced'] else ''}: modelled "
         f"{doc['model_allgather_us']:.1f} us allgather, {doc['model_halo_us']:.1f} us halo",
         f"Elapsed (ms): {doc['elapsed_ms']:.6f}",
