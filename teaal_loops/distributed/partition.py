@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from teaal_loops.distributed.errors import DistributedError
+from teaal_loops.matrix.rowwise import offsets
 from teaal_loops.types import INT32_MAX
 
 IntArray = npt.NDArray[np.int64]
@@ -55,20 +56,12 @@ def balanced_cuts(costs: npt.ArrayLike, parts: int, xp: Any = np) -> IntArray:
     boundary whose prefix sum is nearest to ``k / parts`` of the total. ``costs`` may live on
     a GPU (``xp`` CuPy): only the ``parts`` searched boundaries come back to the host."""
     check_parts(parts)
-    prefix = cost_prefix(costs, xp)
+    prefix = offsets(xp, xp.asarray(costs, dtype=xp.int64))
     return cuts_on_prefix(prefix, parts, xp)
 
 
-def cost_prefix(costs: Any, xp: Any = np) -> Any:
-    """0 and the running sums of ``costs`` (int64, on ``xp``'s device)."""
-    c = xp.asarray(costs, dtype=xp.int64)
-    prefix = xp.zeros(len(c) + 1, dtype=xp.int64)
-    xp.cumsum(c, out=prefix[1:])
-    return prefix
-
-
 def cuts_on_prefix(prefix: Any, parts: int, xp: Any = np) -> IntArray:
-    """:func:`balanced_cuts` from the costs' running sums (:func:`cost_prefix`)."""
+    """:func:`balanced_cuts` from 0 and the costs' running sums (``rowwise.offsets``)."""
     rows = len(prefix) - 1
     total = int(prefix[-1])
     targets = np.arange(1, parts, dtype=np.float64) * (total / parts)
@@ -206,9 +199,9 @@ def partition_lengths(
     exists)."""
     check_parts(parts)
     n = xp.asarray(lengths, dtype=xp.int64)
-    prefix = cost_prefix(costs_of_lengths(n, group_size, xp), xp)
+    prefix = offsets(xp, costs_of_lengths(n, group_size, xp))
     cuts = cuts_on_prefix(prefix, parts, xp)
-    nnz_prefix = cost_prefix(n, xp)
+    nnz_prefix = offsets(xp, n)
     rows = len(n)
     cuts_dev = xp.asarray(cuts)
     return RowPartition(
