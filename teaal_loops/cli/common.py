@@ -157,7 +157,7 @@ def dense_operands(
 def add_matrix_options(parser: argparse.ArgumentParser, *, required: bool,
                        device_synthetic: bool = False) -> None:
     group = parser.add_mutually_exclusive_group(required=required)
-    if device_synthetic:  # run --distributed: each rank makes its rows on its own GPU
+    if device_synthetic:  # run and explain: a row-wise family (teaal_loops.matrix.rowwise)
         group.add_argument(
             "--device-synthetic",
             metavar="KIND:key=value,...",
