@@ -116,7 +116,8 @@ def _limit(ctx: Context, indptr: Any, indices: Any, shape: Any, dtype: str) -> d
     except ValueError as exc:
         return {"error": str(exc)}
     lim = spmv_limits(rows, cols, sectors, int(indices.size), np.dtype(dtype).itemsize,
-                      int(indptr.itemsize), copy_gbps=ctx.copy_gbps, l2_gbps=ctx.l2_gbps)
+                      int(indptr.itemsize), copy_gbps=ctx.copy_gbps, l2_gbps=ctx.l2_gbps,
+                      gathers=ctx.gathers)
     return lim.as_dict()
 
 

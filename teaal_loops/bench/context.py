@@ -13,6 +13,7 @@ from teaal_loops.bench.plan import DEFAULT_WIDTHS
 from teaal_loops.bench.progress import Progress
 from teaal_loops.bench.suite import MatrixEntry, PlanItem
 from teaal_loops.bench.variants import Variant, compile_variant
+from teaal_loops.matrix.limit_model import GatherCurve
 
 ROTATE_FACTOR = 3.0  # inputs are rotated until the sets span this many L2 caches
 
@@ -56,13 +57,14 @@ class Context:
 
     def __init__(self, cp: Any, timer: Any, device: Any, options: BenchOptions,
                  copy_gbps: float, progress: Progress | None, *,
-                 l2_gbps: float | None = None) -> None:
+                 l2_gbps: float | None = None, gathers: GatherCurve | None = None) -> None:
         self.cp = cp
         self.timer = timer
         self.device = device
         self.options = options
         self.copy_gbps = copy_gbps
         self.l2_gbps = l2_gbps  # None: not measured (the limit model then uses its nominal)
+        self.gathers = gathers  # random-gather rates by buffer size; None: not measured
         self.progress = progress
         self.kernels: dict[tuple[str, str], Any] = {}
 

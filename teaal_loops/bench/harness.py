@@ -29,6 +29,7 @@ from teaal_loops.bench.schema import SCHEMA
 from teaal_loops.bench.sides import CAPPED_REPS, SLOW_FACTOR, SLOW_MS
 from teaal_loops.bench.suite import PlanItem
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.matrix.limit_model import GatherCurve
 from teaal_loops.runtime import backend
 
 LOOP_CALLS = 200  # back-to-back calls of a loop timing (host overhead) ...
@@ -65,8 +66,10 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
     timer = timing.Timer(cp)
     started = time.perf_counter()
     doc = _document(cp, device, options, timer)
+    l2 = doc.get("l2") or {}
     ctx = Context(cp, timer, device, options, float(doc["copy"]["gbps"]), progress,
-                  l2_gbps=(doc.get("l2") or {}).get("gbps"))
+                  l2_gbps=l2.get("gbps"), gathers=GatherCurve.of((l2.get("gather") or {})
+                                                                 .get("curve")))
     items = options.items()
     if progress:
         progress.start(sum(_steps(options, item) for item in items))
@@ -118,11 +121,17 @@ def _document(cp: Any, device: Any, options: BenchOptions, timer: Any) -> dict[s
 
 
 def _l2(cp: Any, timer: Any) -> dict[str, Any]:
-    """The L2 read rate the limit model divides gathers by, or why it was not measured."""
+    """The L2 read rate and random-gather curve the limit model divides gathers by, or why
+    they were not measured."""
     try:
-        return l2_probe.l2_bandwidth(cp, timer)
+        out = l2_probe.l2_bandwidth(cp, timer)
     except Exception as exc:  # a probe that cannot run here: the model falls back, saying so
         return {"error": sides.first_line(exc)}
+    try:
+        out["gather"] = l2_probe.gather_curve(cp, timer)
+    except Exception as exc:  # the model then divides every gather by the read rate
+        out["gather"] = {"error": sides.first_line(exc)}
+    return out
 
 
 def _steps(options: BenchOptions, item: PlanItem) -> int:

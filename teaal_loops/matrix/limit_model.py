@@ -1,6 +1,6 @@
 """A limit model of CSR SpMV on one matrix: how fast any kernel could be, and why.
 
-Two floors, each a time a kernel cannot beat:
+Two floors, each a time a kernel cannot beat at the rates this GPU was measured to reach:
 
 * **DRAM:** the compulsory bytes (every value and column index once, the row offsets once,
   ``x`` and ``y`` once: :func:`compulsory_bytes`) over the measured device-to-device copy
@@ -8,23 +8,32 @@ Two floors, each a time a kernel cannot beat:
 * **L2:** the gathers of ``x``. Each nonzero reads ``x[col]``, a 4- or 8-byte load served by
   L2 in 32-byte sectors. Loads of one row by the lanes of a warp that fall in the same sector
   are one request, so a row costs at least as many sector requests as the distinct sectors its
-  columns fall in (:func:`x_gather_sectors`); those sectors over the measured L2 bandwidth is
-  the second floor. It binds on random-access matrices (uniform, R-MAT, power-law), where a
-  4-byte load brings a 32-byte sector: DRAM bytes say the kernel could be 4x faster than the
-  L2 lets it.
+  columns fall in (:func:`x_gather_sectors`). L2 serves such scattered one-sector requests
+  more slowly than it streams: on an H100 random 32-byte gathers from an L2-resident buffer
+  run at 4.3 TB/s of sectors against 6.9 TB/s for coalesced 16-byte reads (BENCHMARKS.md). So
+  where a gather is one sector and the random-gather rate was measured (:class:`GatherCurve`),
+  the floor divides the sectors by the rate at which L2 served them from a resident buffer of
+  the gathered operand's size (at most :data:`RESIDENT_BYTES`); elsewhere (rows of B of 64
+  bytes or more, read as runs of sectors) by the L2 read bandwidth.
 
-The model's limit is the larger floor. Where the gathered operand (x, B) is larger than L2,
-uniformly random gathers miss L2 roughly in proportion (1 - L2 / operand size) and those
-misses go to DRAM: the model adds an *estimate* with that traffic (not a floor). Bench
-reports and ``explain`` show each kernel's (and cuSPARSE's) time over it: 1.0 would be a
-kernel at the limit. The bandwidths are measured by the benchmarks on the GPU
-(``teaal_loops.bench``); without a measurement, ``explain`` uses the nominal figures below
-and says so.
+The model's limit is the larger floor. Gathers from an operand that L2 cannot hold are slower
+still, and the measured curve says by how much: the random-gather rate falls once the buffer
+passes about 40% of L2 (H100: 133 G gathers/s up to 16 MiB, 98 at 32 MiB, 54 at 64 MiB, of a
+50 MiB L2). The model's *estimate* (not a floor) divides the sectors by the rate measured at
+the operand's own size, which is how uniformly random columns behave; skewed columns (R-MAT,
+power-law graphs), whose hot part stays in L2, run faster than it. Without a curve the estimate
+adds the gathers that miss L2 in proportion to its size to DRAM's traffic. Bench reports and
+``explain`` show each kernel's (and cuSPARSE's) time over the limit: 1.0 would be a kernel at
+it. The rates are measured by the benchmarks on the GPU (``teaal_loops.bench.l2_probe``, the
+copy probe); without a measurement ``explain`` uses the H100 figures below and says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +47,58 @@ INDEX_BYTES = 4  # int32 column indices
 NOMINAL_COPY_GBPS = 2937.0
 NOMINAL_L2_GBPS = 7000.0
 NOMINAL_L2_BYTES = 50 * 2**20  # the H100's L2
+# Gathers from an operand of at most this many bytes are taken to be L2-resident for the floor
+# (the random-gather rate is flat from 4 to 16 MiB on the H100 and the H200; smaller buffers
+# are partly held by L1, which the floor grants only to operands that small).
+RESIDENT_BYTES = 8 * 2**20
+# Random 32-byte gathers by buffer size (bytes, GB/s of sectors), measured on an NVIDIA H100
+# 80GB HBM3 (`nvidia-h100-x1`, 2026-11-24, the probe of teaal_loops.bench.l2_probe): what
+# ``explain`` assumes without a GPU.
+NOMINAL_GATHER_CURVE = (
+    (1 << 20, 4613.0), (2 << 20, 4404.0), (4 << 20, 4299.0), (8 << 20, 4278.0),
+    (16 << 20, 4265.0), (32 << 20, 3152.0), (64 << 20, 1713.0), (128 << 20, 1282.0),
+)
+
+
+@dataclass(frozen=True)
+class GatherCurve:
+    """The rate of random one-sector gathers (GB/s of 32-byte sectors) by the size of the
+    buffer gathered from, measured at a few sizes; between them the rate is interpolated in
+    log2 of the size, beyond them it is the nearest measurement."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __post_init__(self) -> None:
+        points = tuple(sorted(self.points))
+        sizes = [b for b, _ in points]
+        if not points or any(b <= 0 or not r > 0 for b, r in points) or len(set(sizes)) < len(
+                sizes):
+            raise ValueError(f"a gather curve needs distinct positive sizes and positive "
+                             f"rates: {self.points}")
+        object.__setattr__(self, "points", points)
+
+    @classmethod
+    def of(cls, points: Sequence[Sequence[float]] | None) -> GatherCurve | None:
+        """The curve of ``[[bytes, gbps], ...]`` (a results document's), or None."""
+        if not points:
+            return None
+        return cls(tuple((int(b), float(r)) for b, r in points))
+
+    def gbps(self, nbytes: int) -> float:
+        pts = self.points
+        if nbytes <= pts[0][0]:
+            return pts[0][1]
+        for (b0, r0), (b1, r1) in itertools.pairwise(pts):
+            if nbytes <= b1:
+                t = (math.log2(nbytes) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
+                return r0 + t * (r1 - r0)
+        return pts[-1][1]
+
+    def as_list(self) -> list[list[float]]:
+        return [[b, r] for b, r in self.points]
+
+
+NOMINAL_GATHERS = GatherCurve(NOMINAL_GATHER_CURVE)
 
 
 @dataclass(frozen=True)
@@ -51,18 +112,39 @@ class Limits:
     measured: bool  # False: the nominal bandwidths
     gathered_bytes: int = 0  # the operand the gathers read (x, B, the dense factors)
     l2_bytes: int = NOMINAL_L2_BYTES
+    # random one-sector gathers by buffer size; None: not measured, or the gathers are runs
+    # of sectors (rows of B of 64 bytes or more), which the L2 read bandwidth bounds
+    gathers: GatherCurve | None = field(default=None, compare=False)
 
     @property
     def miss_fraction(self) -> float:
-        """An estimate, not a floor: the share of gathers that miss L2 when uniformly random
+        """Without a gather curve, the share of gathers that miss L2 if uniformly random
         gathers from an operand larger than L2 hit in proportion to L2 / operand size."""
-        if self.gathered_bytes <= self.l2_bytes:
+        if self.gathers is not None or self.gathered_bytes <= self.l2_bytes:
             return 0.0
         return 1.0 - self.l2_bytes / self.gathered_bytes
 
     @property
+    def gather_gbps(self) -> float:
+        """The rate the L2 floor divides the sectors by: random gathers from a resident buffer
+        of the operand's size (module docstring), else the L2 read bandwidth. An operand
+        smaller than the smallest buffer measured gets the read bandwidth too: L1 may serve
+        much of its gathers, faster than any L2 rate."""
+        curve = self.gathers
+        if curve is None or self.gathered_bytes < curve.points[0][0]:
+            return self.l2_gbps
+        return curve.gbps(min(self.gathered_bytes, RESIDENT_BYTES))
+
+    @property
     def estimate_us(self) -> float:
-        """The limit with the missed gathers added to DRAM's traffic (an estimate)."""
+        """An estimate, not a floor: with a gather curve, the sectors at the rate measured for
+        a buffer of the operand's size; without one, the gathers that miss L2 added to DRAM's
+        traffic."""
+        if self.gathers is not None:
+            if self.gathered_bytes <= RESIDENT_BYTES:
+                return self.limit_us  # the floor already took the rate at this size
+            at_size = self.sector_bytes / (self.gathers.gbps(self.gathered_bytes) * 1e3)
+            return max(self.limit_us, at_size)
         missed = self.sector_bytes * self.miss_fraction
         return max(self.limit_us, (self.compulsory_bytes + missed) / (self.copy_gbps * 1e3))
 
@@ -72,7 +154,7 @@ class Limits:
 
     @property
     def l2_us(self) -> float:
-        return self.sector_bytes / (self.l2_gbps * 1e3)
+        return self.sector_bytes / (self.gather_gbps * 1e3)
 
     @property
     def limit_us(self) -> float:
@@ -92,6 +174,8 @@ class Limits:
             "x_sector_bytes": self.sector_bytes,
             "copy_gbps": self.copy_gbps,
             "l2_gbps": self.l2_gbps,
+            "gather_gbps": self.gather_gbps,
+            "gather_curve": self.gathers.as_list() if self.gathers is not None else None,
             "bandwidths_measured": self.measured,
             "dram_us": self.dram_us,
             "l2_us": self.l2_us,
@@ -142,35 +226,45 @@ def x_gather_sectors_sorted(xp: Any, indptr: Any, indices: Any, value_bytes: int
     return int(xp.count_nonzero(starts | changes))
 
 
+def _gather_curve(gathers: GatherCurve | None, measured: bool,
+                  row_bytes: int) -> GatherCurve | None:
+    """The curve a model uses: the measured one where the gathers are one sector each (a row of
+    the gathered operand at most 32 bytes), the nominal one where nothing was measured (so that
+    measured copy and L2 rates are never mixed with another GPU's curve), else none."""
+    if row_bytes > SECTOR_BYTES:
+        return None
+    if gathers is not None:
+        return gathers
+    return None if measured else NOMINAL_GATHERS
+
+
 def spmv_limits(rows: int, cols: int, sectors: int, nnz: int, value_bytes: int,
-                offset_bytes: int, *, copy_gbps: float | None, l2_gbps: float | None) -> Limits:
+                offset_bytes: int, *, copy_gbps: float | None, l2_gbps: float | None,
+                gathers: GatherCurve | None = None) -> Limits:
     """:func:`limits` from counts already taken (the benchmarks count on the device)."""
+    measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory_bytes(rows, cols, nnz, value_bytes, offset_bytes),
         sector_bytes=sectors * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=copy_gbps is not None and l2_gbps is not None,
+        measured=measured,
         gathered_bytes=cols * value_bytes,
+        gathers=_gather_curve(gathers, measured, value_bytes),
     )
 
 
 def limits(A: Any, dtype: Any = "float32", *, copy_gbps: float | None = None,
-           l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
-    """The floors of SciPy CSR matrix ``A`` (module docstring); bandwidths default to the
-    nominal figures (``measured`` False)."""
+           l2_gbps: float | None = None, offset_bytes: int = 4,
+           gathers: GatherCurve | None = None) -> Limits:
+    """The floors of SciPy CSR matrix ``A`` (module docstring); rates default to the nominal
+    figures (``measured`` False)."""
     value = int(np.dtype(dtype).itemsize)
     rows, cols = (int(n) for n in A.shape)
     nnz = int(A.indptr[-1]) if rows else 0
-    measured = copy_gbps is not None and l2_gbps is not None
-    return Limits(
-        compulsory_bytes=compulsory_bytes(rows, cols, nnz, value, offset_bytes),
-        sector_bytes=x_gather_sectors(A.indptr, A.indices, value) * SECTOR_BYTES,
-        copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
-        l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=measured,
-        gathered_bytes=cols * value,
-    )
+    sectors = x_gather_sectors(A.indptr, A.indices, value)
+    return spmv_limits(rows, cols, sectors, nnz, value, offset_bytes, copy_gbps=copy_gbps,
+                       l2_gbps=l2_gbps, gathers=gathers)
 
 
 def _sectors(nbytes: int) -> int:
@@ -198,7 +292,8 @@ def dense_row_sectors(indptr: Any, indices: Any, width: int, value_bytes: int,
 
 
 def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
-                l2_gbps: float | None = None, offset_bytes: int = 4, xp: Any = None) -> Limits:
+                l2_gbps: float | None = None, offset_bytes: int = 4, xp: Any = None,
+                gathers: GatherCurve | None = None) -> Limits:
     """SpMM ``Z = A @ B`` with ``width`` columns: DRAM moves A once, B once and Z once; every
     nonzero gathers a row of B (row-major) through L2 (``xp``: :func:`dense_row_sectors`)."""
     value = int(np.dtype(dtype).itemsize)
@@ -206,18 +301,21 @@ def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float 
     nnz = int(A.indptr[-1]) if rows else 0
     compulsory = (nnz * (value + INDEX_BYTES) + (rows + 1) * offset_bytes
                   + (cols + rows) * width * value)
+    measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory,
         sector_bytes=dense_row_sectors(A.indptr, A.indices, width, value, xp) * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=copy_gbps is not None and l2_gbps is not None,
+        measured=measured,
         gathered_bytes=cols * width * value,
+        gathers=_gather_curve(gathers, measured, width * value),
     )
 
 
 def sddmm_limits(C: Any, depth: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
-                 l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
+                 l2_gbps: float | None = None, offset_bytes: int = 4,
+                 gathers: GatherCurve | None = None) -> Limits:
     """SDDMM with ``depth`` (K): DRAM moves C (values, indices, offsets), both dense factors
     and the output values once; every nonzero gathers its column of B (stored [N, K]) and each
     row reads its row of A, through L2."""
@@ -227,13 +325,15 @@ def sddmm_limits(C: Any, depth: int, dtype: Any = "float32", *, copy_gbps: float
     compulsory = (nnz * (2 * value + INDEX_BYTES) + (rows + 1) * offset_bytes
                   + (rows + cols) * depth * value)
     row_sectors = _sectors(depth * value)
+    measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory,
         sector_bytes=(nnz + rows) * row_sectors * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=copy_gbps is not None and l2_gbps is not None,
+        measured=measured,
         gathered_bytes=cols * depth * value,
+        gathers=_gather_curve(gathers, measured, depth * value),
     )
 
 
@@ -241,13 +341,23 @@ def limit_lines(lim: Limits, what: str = "float32 SpMV") -> list[str]:
     """``explain``'s lines for the model."""
     source = "measured" if lim.measured else "nominal H100 figures, not measured here"
     gathers = "x gathers" if what.endswith("SpMV") else "dense-row gathers"
-    return [
+    random = lim.gathers is not None and lim.gather_gbps != lim.l2_gbps
+    rate = "random sector gathers from L2" if random else "L2 reads"
+    lines = [
         f"limit:     {lim.limit_us:.3g} us ({what}), bound by {lim.bound_by}: DRAM "
         f"{lim.compulsory_bytes / 1e6:.2f} MB / {lim.copy_gbps:.0f} GB/s = {lim.dram_us:.3g} us; "
-        f"{gathers} {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / {lim.l2_gbps:.0f} GB/s "
-        f"L2 = {lim.l2_us:.3g} us ({source})",
-        *([f"estimate:  {lim.estimate_us:.3g} us if gathers miss L2 in proportion to its size "
-           f"({lim.miss_fraction:.0%} of them: the gathered operand is "
-           f"{lim.gathered_bytes / 2**20:.0f} MiB, L2 {lim.l2_bytes / 2**20:.0f} MiB)"]
-          if lim.miss_fraction else []),
+        f"{gathers} {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / "
+        f"{lim.gather_gbps:.0f} GB/s of {rate} = {lim.l2_us:.3g} us ({source})",
     ]
+    size = f"{lim.gathered_bytes / 2**20:.3g} MiB"
+    if lim.gathers is not None and lim.estimate_us > lim.limit_us:
+        lines.append(
+            f"estimate:  {lim.estimate_us:.3g} us if the columns are uniformly random: gathers "
+            f"from an operand of {size} ran at {lim.gathers.gbps(lim.gathered_bytes):.0f} GB/s "
+            f"(skewed columns, whose hot part stays in L2, run faster)")
+    elif lim.miss_fraction:
+        lines.append(
+            f"estimate:  {lim.estimate_us:.3g} us if gathers miss L2 in proportion to its size "
+            f"({lim.miss_fraction:.0%} of them: the gathered operand is {size}, L2 "
+            f"{lim.l2_bytes / 2**20:.0f} MiB)")
+    return lines

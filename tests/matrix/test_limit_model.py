@@ -74,3 +74,62 @@ def test_an_operand_larger_than_l2_adds_an_estimate_of_missed_gathers() -> None:
     big = Limits(1000, 8000, 1.0, 100.0, False, gathered_bytes=400, l2_bytes=100)
     assert big.miss_fraction == 0.75
     assert big.estimate_us == (1000 + 6000) / 1e3
+
+
+def test_gather_curve_interpolates_in_log_size_and_clamps() -> None:
+    import pytest
+
+    from teaal_loops.matrix.limit_model import GatherCurve
+
+    curve = GatherCurve(((4 << 20, 1000.0), (1 << 20, 4000.0)))  # given out of order
+    assert curve.points[0] == (1 << 20, 4000.0)
+    assert curve.gbps(1 << 20) == 4000.0 and curve.gbps(4 << 20) == 1000.0
+    assert curve.gbps(2 << 20) == 2500.0  # halfway in log2 of the size
+    assert curve.gbps(1) == 4000.0 and curve.gbps(1 << 40) == 1000.0  # the nearest measured
+    assert GatherCurve.of([[1 << 20, 4000]]) == GatherCurve(((1 << 20, 4000.0),))
+    assert GatherCurve.of(None) is None and GatherCurve.of([]) is None
+    for bad in (((1 << 20, 0.0),), ((0, 5.0),), ((1, 5.0), (1, 6.0)), ()):
+        with pytest.raises(ValueError):
+            GatherCurve(bad)
+
+
+def test_sector_gathers_use_the_measured_curve_and_runs_of_sectors_the_read_rate() -> None:
+    from teaal_loops.matrix.limit_model import (
+        NOMINAL_GATHERS,
+        RESIDENT_BYTES,
+        GatherCurve,
+        limit_lines,
+        spmm_limits,
+        spmv_limits,
+    )
+
+    curve = GatherCurve(((1 << 20, 4000.0), (8 << 20, 3000.0), (32 << 20, 1500.0)))
+    sectors = 10**6
+    # x of 32 MiB (float32, 8M columns): the floor at the resident rate, the estimate at 32 MiB
+    big = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
+                      gathers=curve)
+    assert big.measured and big.gathers is curve
+    assert big.gather_gbps == 3000.0 and big.l2_us == sectors * 32 / 3000e3
+    assert big.estimate_us == sectors * 32 / 1500e3 > big.limit_us
+    assert big.miss_fraction == 0.0  # the curve replaces the proportional-miss guess
+    text = "\n".join(limit_lines(big))
+    assert "random sector gathers" in text and "uniformly random" in text
+    assert big.as_dict()["gather_curve"] == curve.as_list()
+    # x between the smallest size and RESIDENT_BYTES: its own size's rate, no estimate beyond
+    mid = spmv_limits(100, (2 << 20) // 4, sectors, 10**6, 4, 4, copy_gbps=3000.0,
+                      l2_gbps=7000.0, gathers=curve)
+    assert 3000.0 < mid.gather_gbps < 4000.0 and mid.estimate_us == mid.limit_us
+    assert (2 << 20) < RESIDENT_BYTES
+    # x smaller than the smallest buffer measured: L1 may serve it, the read rate bounds it
+    small = spmv_limits(100, 1000, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
+                        gathers=curve)
+    assert small.gather_gbps == 7000.0 and "L2 reads" in limit_lines(small)[0]
+    # measured rates without a curve never borrow the nominal (another GPU's) curve
+    bare = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0)
+    assert bare.gathers is None and bare.gather_gbps == 7000.0
+    nominal = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=None, l2_gbps=None)
+    assert nominal.gathers is NOMINAL_GATHERS and not nominal.measured
+    # SpMM: rows of B of 32 bytes are one sector a gather; 64 bytes are a run of two
+    A = sp.csr_matrix((np.ones(3), ([0, 0, 1], [0, 5, 5])), shape=(2, 8))
+    assert spmm_limits(A, 8, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is curve
+    assert spmm_limits(A, 16, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is None
