@@ -38,7 +38,7 @@ from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
 from teaal_loops.bench.variants import Variant, prepare_variant
-from teaal_loops.matrix.limit_model import spmv_limits, x_gather_sectors_sorted
+from teaal_loops.matrix.limit_model import spmv_limits, x_gather_counts_sorted
 from teaal_loops.runtime.l2_persist import PersistingWindow
 
 INT32_MAX = 2**31 - 1
@@ -112,7 +112,7 @@ def _limit(ctx: Context, indptr: Any, indices: Any, shape: Any, dtype: str) -> d
     counted on the device, with this run's measured copy and L2 rates."""
     rows, cols = shape
     try:
-        sectors = x_gather_sectors_sorted(ctx.cp, indptr, indices, np.dtype(dtype).itemsize)
+        sectors = x_gather_counts_sorted(ctx.cp, indptr, indices, np.dtype(dtype).itemsize)
     except ValueError as exc:
         return {"error": str(exc)}
     lim = spmv_limits(rows, cols, sectors, int(indices.size), np.dtype(dtype).itemsize,

@@ -8,13 +8,16 @@ Two floors, each a time a kernel cannot beat at the rates this GPU was measured 
 * **L2:** the gathers of ``x``. Each nonzero reads ``x[col]``, a 4- or 8-byte load served by
   L2 in 32-byte sectors. Loads of one row by the lanes of a warp that fall in the same sector
   are one request, so a row costs at least as many sector requests as the distinct sectors its
-  columns fall in (:func:`x_gather_sectors`). L2 serves such scattered one-sector requests
-  more slowly than it streams: on an H100 random 32-byte gathers from an L2-resident buffer
-  run at 4.3 TB/s of sectors against 6.9 TB/s for coalesced 16-byte reads (BENCHMARKS.md). So
-  where a gather is one sector and the random-gather rate was measured (:class:`GatherCurve`),
-  the floor divides the sectors by the rate at which L2 served them from a resident buffer of
-  the gathered operand's size (at most :data:`RESIDENT_BYTES`); elsewhere (rows of B of 64
-  bytes or more, read as runs of sectors) by the L2 read bandwidth.
+  columns fall in (:func:`x_gather_counts`). L2 serves scattered one-sector requests more
+  slowly than it streams: on an H100 random 32-byte gathers from an L2-resident buffer run at
+  4.3 TB/s of sectors against 6.9 TB/s for coalesced 16-byte reads (BENCHMARKS.md). A row's
+  sectors fall in runs of consecutive sectors (:class:`SectorCounts`): the first sector of a
+  run is a scattered request, the rest of the run is read like a stream. So where the gathers
+  are one sector each and the random-gather rate was measured (:class:`GatherCurve`), the
+  floor divides the runs' first sectors by the rate at which L2 served random sectors from a
+  resident buffer of the gathered operand's size (at most :data:`RESIDENT_BYTES`) and the rest
+  by the L2 read bandwidth; elsewhere (rows of B of 64 bytes or more) every sector goes at the
+  read bandwidth.
 
 The model's limit is the larger floor. Gathers from an operand that L2 cannot hold are slower
 still, and the measured curve says by how much: the random-gather rate falls once the buffer
@@ -115,6 +118,14 @@ class Limits:
     # random one-sector gathers by buffer size; None: not measured, or the gathers are runs
     # of sectors (rows of B of 64 bytes or more), which the L2 read bandwidth bounds
     gathers: GatherCurve | None = field(default=None, compare=False)
+    # the gathered sectors that continue a run of consecutive sectors in their row (read like
+    # a stream, at the L2 read rate); the rest are scattered requests (SectorCounts)
+    run_bytes: int = 0
+
+    @property
+    def scattered_bytes(self) -> int:
+        """Sector bytes requested one scattered sector at a time: a run's first sectors."""
+        return self.sector_bytes - self.run_bytes
 
     @property
     def miss_fraction(self) -> float:
@@ -143,7 +154,8 @@ class Limits:
         if self.gathers is not None:
             if self.gathered_bytes <= RESIDENT_BYTES:
                 return self.limit_us  # the floor already took the rate at this size
-            at_size = self.sector_bytes / (self.gathers.gbps(self.gathered_bytes) * 1e3)
+            at_size = (self.scattered_bytes / (self.gathers.gbps(self.gathered_bytes) * 1e3)
+                       + self.run_bytes / (self.l2_gbps * 1e3))
             return max(self.limit_us, at_size)
         missed = self.sector_bytes * self.miss_fraction
         return max(self.limit_us, (self.compulsory_bytes + missed) / (self.copy_gbps * 1e3))
@@ -154,7 +166,9 @@ class Limits:
 
     @property
     def l2_us(self) -> float:
-        return self.sector_bytes / (self.gather_gbps * 1e3)
+        """Scattered sectors at :attr:`gather_gbps`, the rest of each run at the read rate."""
+        return (self.scattered_bytes / (self.gather_gbps * 1e3)
+                + self.run_bytes / (self.l2_gbps * 1e3))
 
     @property
     def limit_us(self) -> float:
@@ -172,6 +186,7 @@ class Limits:
         return {
             "compulsory_bytes": self.compulsory_bytes,
             "x_sector_bytes": self.sector_bytes,
+            "x_run_bytes": self.run_bytes,
             "copy_gbps": self.copy_gbps,
             "l2_gbps": self.l2_gbps,
             "gather_gbps": self.gather_gbps,
@@ -194,36 +209,62 @@ def compulsory_bytes(rows: int, cols: int, nnz: int, value_bytes: int,
             + cols * value_bytes + rows * value_bytes)
 
 
-def x_gather_sectors(indptr: Any, indices: Any, value_bytes: int) -> int:
-    """Distinct 32-byte sectors of ``x`` each row's columns fall in, summed over the rows."""
+@dataclass(frozen=True)
+class SectorCounts:
+    """The x sectors a matrix's rows gather: ``sectors`` distinct (row, sector) pairs, and
+    ``runs``, the maximal stretches of consecutive sectors among them (a row whose columns
+    fill sectors 3, 4, 5 and 9 has 4 sectors in 2 runs). A run's first sector is a scattered
+    request; the rest of a run is read like a stream."""
+
+    sectors: int
+    runs: int
+
+
+def x_gather_counts(indptr: Any, indices: Any, value_bytes: int) -> SectorCounts:
+    """:class:`SectorCounts` of a CSR matrix's rows, columns in any order (on the host)."""
     ptr = np.asarray(indptr, dtype=np.int64)
     if len(ptr) < 2 or ptr[-1] == 0:
-        return 0
+        return SectorCounts(0, 0)
     per_sector = SECTOR_BYTES // value_bytes
     sector = np.asarray(indices, dtype=np.int64)[: ptr[-1]] // per_sector
     row = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
-    # distinct (row, sector) pairs: sort the pairs, count changes
-    key = row * (int(sector.max()) + 1) + sector
-    key.sort()
-    return int(1 + np.count_nonzero(np.diff(key)))
+    # distinct (row, sector) pairs, sorted; a run breaks at a new row or a skipped sector
+    width = int(sector.max()) + 1
+    key = np.unique(row * width + sector)
+    key_row, key_sector = key // width, key % width
+    breaks = (key_row[1:] != key_row[:-1]) | (key_sector[1:] != key_sector[:-1] + 1)
+    return SectorCounts(int(key.size), int(1 + np.count_nonzero(breaks)))
 
 
-def x_gather_sectors_sorted(xp: Any, indptr: Any, indices: Any, value_bytes: int) -> int:
-    """:func:`x_gather_sectors` for rows whose indices are sorted (canonical CSR), in one pass
+def x_gather_sectors(indptr: Any, indices: Any, value_bytes: int) -> int:
+    """Distinct 32-byte sectors of ``x`` each row's columns fall in, summed over the rows."""
+    return x_gather_counts(indptr, indices, value_bytes).sectors
+
+
+def x_gather_counts_sorted(xp: Any, indptr: Any, indices: Any,
+                           value_bytes: int) -> SectorCounts:
+    """:func:`x_gather_counts` for rows whose indices are sorted (canonical CSR), in one pass
     and in the arrays' own module ``xp`` (NumPy, or CuPy for a matrix on the device): a row's
-    sector count is 1 plus the number of times its sector changes."""
+    sector count is 1 plus the number of times its sector changes, its run count 1 plus the
+    number of times it skips a sector."""
     nnz = int(indptr[-1]) if len(indptr) > 1 else 0
     if nnz == 0:
-        return 0
+        return SectorCounts(0, 0)
     sector = indices[:nnz].astype(xp.int64) // (SECTOR_BYTES // value_bytes)
     starts = xp.zeros(nnz, dtype=bool)
     nonempty = indptr[:-1][indptr[1:] > indptr[:-1]]
     starts[nonempty] = True
-    changes = xp.zeros(nnz, dtype=bool)
-    changes[1:] = sector[1:] != sector[:-1]
     if bool(xp.any((indices[1:nnz] < indices[: nnz - 1]) & ~starts[1:])):
         raise ValueError("the rows' column indices are not sorted: sectors not counted")
-    return int(xp.count_nonzero(starts | changes))
+    step = xp.zeros(nnz, dtype=xp.int64)
+    step[1:] = sector[1:] - sector[:-1]
+    return SectorCounts(int(xp.count_nonzero(starts | (step != 0))),
+                        int(xp.count_nonzero(starts | (step > 1))))
+
+
+def x_gather_sectors_sorted(xp: Any, indptr: Any, indices: Any, value_bytes: int) -> int:
+    """:func:`x_gather_sectors` for rows whose indices are sorted (canonical CSR)."""
+    return x_gather_counts_sorted(xp, indptr, indices, value_bytes).sectors
 
 
 def _gather_curve(gathers: GatherCurve | None, measured: bool,
@@ -238,14 +279,17 @@ def _gather_curve(gathers: GatherCurve | None, measured: bool,
     return None if measured else NOMINAL_GATHERS
 
 
-def spmv_limits(rows: int, cols: int, sectors: int, nnz: int, value_bytes: int,
-                offset_bytes: int, *, copy_gbps: float | None, l2_gbps: float | None,
-                gathers: GatherCurve | None = None) -> Limits:
-    """:func:`limits` from counts already taken (the benchmarks count on the device)."""
+def spmv_limits(rows: int, cols: int, sectors: int | SectorCounts, nnz: int,
+                value_bytes: int, offset_bytes: int, *, copy_gbps: float | None,
+                l2_gbps: float | None, gathers: GatherCurve | None = None) -> Limits:
+    """:func:`limits` from counts already taken (the benchmarks count on the device);
+    ``sectors`` a bare count means every sector is a scattered request."""
+    counts = sectors if isinstance(sectors, SectorCounts) else SectorCounts(sectors, sectors)
     measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory_bytes(rows, cols, nnz, value_bytes, offset_bytes),
-        sector_bytes=sectors * SECTOR_BYTES,
+        sector_bytes=counts.sectors * SECTOR_BYTES,
+        run_bytes=(counts.sectors - counts.runs) * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
         measured=measured,
@@ -262,8 +306,8 @@ def limits(A: Any, dtype: Any = "float32", *, copy_gbps: float | None = None,
     value = int(np.dtype(dtype).itemsize)
     rows, cols = (int(n) for n in A.shape)
     nnz = int(A.indptr[-1]) if rows else 0
-    sectors = x_gather_sectors(A.indptr, A.indices, value)
-    return spmv_limits(rows, cols, sectors, nnz, value, offset_bytes, copy_gbps=copy_gbps,
+    counts = x_gather_counts(A.indptr, A.indices, value)
+    return spmv_limits(rows, cols, counts, nnz, value, offset_bytes, copy_gbps=copy_gbps,
                        l2_gbps=l2_gbps, gathers=gathers)
 
 
@@ -342,12 +386,17 @@ def limit_lines(lim: Limits, what: str = "float32 SpMV") -> list[str]:
     source = "measured" if lim.measured else "nominal H100 figures, not measured here"
     gathers = "x gathers" if what.endswith("SpMV") else "dense-row gathers"
     random = lim.gathers is not None and lim.gather_gbps != lim.l2_gbps
-    rate = "random sector gathers from L2" if random else "L2 reads"
+    if random:
+        rate = (f": {lim.scattered_bytes / 1e6:.2f} MB scattered / {lim.gather_gbps:.0f} GB/s of "
+                f"random sector gathers from L2, {lim.run_bytes / 1e6:.2f} MB in runs / "
+                f"{lim.l2_gbps:.0f} GB/s of L2 reads")
+    else:
+        rate = f"/ {lim.gather_gbps:.0f} GB/s of L2 reads"
     lines = [
         f"limit:     {lim.limit_us:.3g} us ({what}), bound by {lim.bound_by}: DRAM "
         f"{lim.compulsory_bytes / 1e6:.2f} MB / {lim.copy_gbps:.0f} GB/s = {lim.dram_us:.3g} us; "
-        f"{gathers} {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors / "
-        f"{lim.gather_gbps:.0f} GB/s of {rate} = {lim.l2_us:.3g} us ({source})",
+        f"{gathers} {lim.sector_bytes / 1e6:.2f} MB of 32-byte sectors {rate} = "
+        f"{lim.l2_us:.3g} us ({source})",
     ]
     size = f"{lim.gathered_bytes / 2**20:.3g} MiB"
     if lim.gathers is not None and lim.estimate_us > lim.limit_us:

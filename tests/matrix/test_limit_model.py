@@ -133,3 +133,39 @@ def test_sector_gathers_use_the_measured_curve_and_runs_of_sectors_the_read_rate
     A = sp.csr_matrix((np.ones(3), ([0, 0, 1], [0, 5, 5])), shape=(2, 8))
     assert spmm_limits(A, 8, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is curve
     assert spmm_limits(A, 16, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is None
+
+
+def test_sector_runs_are_counted_alike_sorted_or_not() -> None:
+    from teaal_loops.matrix.limit_model import (
+        SectorCounts,
+        x_gather_counts,
+        x_gather_counts_sorted,
+    )
+
+    # float32 (8 a sector): row 0 fills sectors 0, 1, 2 and 5 (2 runs); row 1 sectors 1 and 2
+    # (1 run; consecutive with nothing of row 0); row 2 empty; row 3 sector 7 (1 run)
+    cols = [[0, 9, 17, 40], [8, 23], [], [60]]
+    indptr = np.cumsum([0] + [len(c) for c in cols])
+    indices = np.array([c for row in cols for c in row], dtype=np.int32)
+    want = SectorCounts(sectors=4 + 2 + 0 + 1, runs=2 + 1 + 0 + 1)
+    assert x_gather_counts_sorted(np, indptr, indices, 4) == want
+    assert x_gather_counts(indptr, indices, 4) == want
+    shuffled = np.concatenate([np.array(c[::-1], dtype=np.int32) for c in cols])
+    assert x_gather_counts(indptr, shuffled, 4) == want  # any order within a row
+    # a random matrix: the two counters agree
+    A = synthetic("uniform", rows=300, nnz=6000, seed=3)
+    A.sort_indices()
+    assert x_gather_counts(A.indptr, A.indices, 8) == x_gather_counts_sorted(
+        np, A.indptr, A.indices, 8)
+
+
+def test_runs_of_sectors_go_at_the_read_rate() -> None:
+    from teaal_loops.matrix.limit_model import GatherCurve, SectorCounts, spmv_limits
+
+    curve = GatherCurve(((1 << 20, 4000.0), (8 << 20, 3000.0), (32 << 20, 1500.0)))
+    kw = {"copy_gbps": 3000.0, "l2_gbps": 6000.0, "gathers": curve}
+    scattered = spmv_limits(100, 8 << 20, SectorCounts(10**6, 10**6), 10**6, 4, 4, **kw)
+    runs = spmv_limits(100, 8 << 20, SectorCounts(10**6, 10**5), 10**6, 4, 4, **kw)
+    assert runs.run_bytes == 9 * 10**5 * 32 and runs.scattered_bytes == 10**5 * 32
+    assert runs.l2_us == 10**5 * 32 / 3000e3 + 9 * 10**5 * 32 / 6000e3 < scattered.l2_us
+    assert runs.estimate_us == max(runs.limit_us, 10**5 * 32 / 1500e3 + 9 * 10**5 * 32 / 6000e3)
