@@ -1,4 +1,5 @@
-"""The L2 bandwidth probe: its kernel compiles (CPU, with nvcc) and measures a sane rate (GPU)."""
+"""The L2 probes (read bandwidth, random gathers by buffer size): their kernels compile (CPU,
+with nvcc) and measure sane rates (GPU)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from teaal_loops.bench.l2_probe import PROBE_SOURCE, l2_bandwidth
+from teaal_loops.bench.l2_probe import GATHER_SOURCE, PROBE_SOURCE, l2_bandwidth
 from teaal_loops.runtime.backend import unavailable_reason
 from tests.codegen.test_nvcc import NVCC
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
-def test_probe_kernel_compiles(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", [PROBE_SOURCE, GATHER_SOURCE], ids=["read", "gather"])
+def test_probe_kernels_compile(tmp_path: Path, text: str) -> None:
     source = tmp_path / "probe.cu"
-    source.write_text(PROBE_SOURCE)
+    source.write_text(text)
     done = subprocess.run([str(NVCC), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"),
                            str(source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -33,17 +35,6 @@ def test_probe_measures_more_than_dram_rates() -> None:
     result = l2_bandwidth(cupy, Timer(cupy), reps=5)
     # L2 serves reads faster than HBM's few TB/s and slower than anything absurd
     assert 1500 < result["gbps"] < 50000, result
-
-
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
-def test_gather_probe_kernel_compiles(tmp_path: Path) -> None:
-    from teaal_loops.bench.l2_probe import GATHER_SOURCE
-
-    source = tmp_path / "gather.cu"
-    source.write_text(GATHER_SOURCE)
-    done = subprocess.run([str(NVCC), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "g.cubin"),
-                           str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.gpu
