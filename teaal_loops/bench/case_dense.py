@@ -113,12 +113,10 @@ def _limit(ctx: Context, kind: str, width: int, loaded: Any, dtype: str) -> dict
     try:
         if kind == "spmm":
             lim = spmm_limits(pattern, width, dtype, copy_gbps=ctx.copy_gbps,
-                              l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes, xp=ctx.cp,
-                              gathers=ctx.gathers)
+                              l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes, xp=ctx.cp)
         else:
             lim = sddmm_limits(pattern, width, dtype, copy_gbps=ctx.copy_gbps,
-                               l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes,
-                               gathers=ctx.gathers)
+                               l2_gbps=ctx.l2_gbps, offset_bytes=offset_bytes)
     except ValueError as exc:  # unsorted rows: the gathers are not counted
         return {"error": str(exc)}
     return lim.as_dict()

@@ -12,12 +12,12 @@ Two floors, each a time a kernel cannot beat at the rates this GPU was measured 
   slowly than it streams: on an H100 random 32-byte gathers from an L2-resident buffer run at
   4.3 TB/s of sectors against 6.9 TB/s for coalesced 16-byte reads (BENCHMARKS.md). A row's
   sectors fall in runs of consecutive sectors (:class:`SectorCounts`): the first sector of a
-  run is a scattered request, the rest of the run is read like a stream. So where the gathers
-  are one sector each and the random-gather rate was measured (:class:`GatherCurve`), the
-  floor divides the runs' first sectors by the rate at which L2 served random sectors from a
-  resident buffer of the gathered operand's size (at most :data:`RESIDENT_BYTES`) and the rest
-  by the L2 read bandwidth; elsewhere (rows of B of 64 bytes or more) every sector goes at the
-  read bandwidth.
+  run is a scattered request, the rest of the run is read like a stream. So the floor divides
+  the runs' first sectors by the rate at which L2 served random sectors from a resident buffer
+  of x's size (at most :data:`RESIDENT_BYTES`; :class:`GatherCurve`) and the rest by the L2
+  read bandwidth. The dense forms (SpMM's rows of B, SDDMM's rows of A and B) count sectors but
+  not runs, so every one of their sectors goes at the read bandwidth: charging neighbouring
+  rows of B as scattered requests would put the floor of a banded SpMM above its kernels.
 
 The model's limit is the larger floor. Gathers from an operand that L2 cannot hold are slower
 still, and the measured curve says by how much: the random-gather rate falls once the buffer
@@ -73,9 +73,9 @@ class GatherCurve:
 
     def __post_init__(self) -> None:
         points = tuple(sorted(self.points))
-        sizes = [b for b, _ in points]
-        if not points or any(b <= 0 or not r > 0 for b, r in points) or len(set(sizes)) < len(
-                sizes):
+        sizes = {b for b, _ in points}
+        positive = all(b > 0 and r > 0 for b, r in points)  # (r > 0 is False for NaN)
+        if not points or not positive or len(sizes) < len(points):
             raise ValueError(f"a gather curve needs distinct positive sizes and positive "
                              f"rates: {self.points}")
         object.__setattr__(self, "points", points)
@@ -115,8 +115,8 @@ class Limits:
     measured: bool  # False: the nominal bandwidths
     gathered_bytes: int = 0  # the operand the gathers read (x, B, the dense factors)
     l2_bytes: int = NOMINAL_L2_BYTES
-    # random one-sector gathers by buffer size; None: not measured, or the gathers are runs
-    # of sectors (rows of B of 64 bytes or more), which the L2 read bandwidth bounds
+    # random one-sector gathers by buffer size (SpMV's x); None: every sector at the L2 read
+    # rate (not measured on this GPU, or a dense form, whose runs are not counted)
     gathers: GatherCurve | None = field(default=None, compare=False)
     # the gathered sectors that continue a run of consecutive sectors in their row (read like
     # a stream, at the L2 read rate); the rest are scattered requests (SectorCounts)
@@ -267,24 +267,12 @@ def x_gather_sectors_sorted(xp: Any, indptr: Any, indices: Any, value_bytes: int
     return x_gather_counts_sorted(xp, indptr, indices, value_bytes).sectors
 
 
-def _gather_curve(gathers: GatherCurve | None, measured: bool,
-                  row_bytes: int) -> GatherCurve | None:
-    """The curve a model uses: the measured one where the gathers are one sector each (a row of
-    the gathered operand at most 32 bytes), the nominal one where nothing was measured (so that
-    measured copy and L2 rates are never mixed with another GPU's curve), else none."""
-    if row_bytes > SECTOR_BYTES:
-        return None
-    if gathers is not None:
-        return gathers
-    return None if measured else NOMINAL_GATHERS
-
-
-def spmv_limits(rows: int, cols: int, sectors: int | SectorCounts, nnz: int,
-                value_bytes: int, offset_bytes: int, *, copy_gbps: float | None,
-                l2_gbps: float | None, gathers: GatherCurve | None = None) -> Limits:
-    """:func:`limits` from counts already taken (the benchmarks count on the device);
-    ``sectors`` a bare count means every sector is a scattered request."""
-    counts = sectors if isinstance(sectors, SectorCounts) else SectorCounts(sectors, sectors)
+def spmv_limits(rows: int, cols: int, counts: SectorCounts, nnz: int, value_bytes: int,
+                offset_bytes: int, *, copy_gbps: float | None, l2_gbps: float | None,
+                gathers: GatherCurve | None = None) -> Limits:
+    """:func:`limits` from counts already taken (the benchmarks count on the device). The
+    nominal curve stands in only where nothing was measured, so that measured copy and L2
+    rates are never mixed with another GPU's curve."""
     measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory_bytes(rows, cols, nnz, value_bytes, offset_bytes),
@@ -294,7 +282,7 @@ def spmv_limits(rows: int, cols: int, sectors: int | SectorCounts, nnz: int,
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
         measured=measured,
         gathered_bytes=cols * value_bytes,
-        gathers=_gather_curve(gathers, measured, value_bytes),
+        gathers=gathers if gathers is not None or measured else NOMINAL_GATHERS,
     )
 
 
@@ -336,8 +324,7 @@ def dense_row_sectors(indptr: Any, indices: Any, width: int, value_bytes: int,
 
 
 def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
-                l2_gbps: float | None = None, offset_bytes: int = 4, xp: Any = None,
-                gathers: GatherCurve | None = None) -> Limits:
+                l2_gbps: float | None = None, offset_bytes: int = 4, xp: Any = None) -> Limits:
     """SpMM ``Z = A @ B`` with ``width`` columns: DRAM moves A once, B once and Z once; every
     nonzero gathers a row of B (row-major) through L2 (``xp``: :func:`dense_row_sectors`)."""
     value = int(np.dtype(dtype).itemsize)
@@ -345,21 +332,18 @@ def spmm_limits(A: Any, width: int, dtype: Any = "float32", *, copy_gbps: float 
     nnz = int(A.indptr[-1]) if rows else 0
     compulsory = (nnz * (value + INDEX_BYTES) + (rows + 1) * offset_bytes
                   + (cols + rows) * width * value)
-    measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory,
         sector_bytes=dense_row_sectors(A.indptr, A.indices, width, value, xp) * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=measured,
+        measured=copy_gbps is not None and l2_gbps is not None,
         gathered_bytes=cols * width * value,
-        gathers=_gather_curve(gathers, measured, width * value),
     )
 
 
 def sddmm_limits(C: Any, depth: int, dtype: Any = "float32", *, copy_gbps: float | None = None,
-                 l2_gbps: float | None = None, offset_bytes: int = 4,
-                 gathers: GatherCurve | None = None) -> Limits:
+                 l2_gbps: float | None = None, offset_bytes: int = 4) -> Limits:
     """SDDMM with ``depth`` (K): DRAM moves C (values, indices, offsets), both dense factors
     and the output values once; every nonzero gathers its column of B (stored [N, K]) and each
     row reads its row of A, through L2."""
@@ -369,15 +353,13 @@ def sddmm_limits(C: Any, depth: int, dtype: Any = "float32", *, copy_gbps: float
     compulsory = (nnz * (2 * value + INDEX_BYTES) + (rows + 1) * offset_bytes
                   + (rows + cols) * depth * value)
     row_sectors = _sectors(depth * value)
-    measured = copy_gbps is not None and l2_gbps is not None
     return Limits(
         compulsory_bytes=compulsory,
         sector_bytes=(nnz + rows) * row_sectors * SECTOR_BYTES,
         copy_gbps=float(copy_gbps or NOMINAL_COPY_GBPS),
         l2_gbps=float(l2_gbps or NOMINAL_L2_GBPS),
-        measured=measured,
+        measured=copy_gbps is not None and l2_gbps is not None,
         gathered_bytes=cols * depth * value,
-        gathers=_gather_curve(gathers, measured, depth * value),
     )
 
 

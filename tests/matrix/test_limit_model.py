@@ -98,6 +98,7 @@ def test_sector_gathers_use_the_measured_curve_and_runs_of_sectors_the_read_rate
         NOMINAL_GATHERS,
         RESIDENT_BYTES,
         GatherCurve,
+        SectorCounts,
         limit_lines,
         spmm_limits,
         spmv_limits,
@@ -105,8 +106,9 @@ def test_sector_gathers_use_the_measured_curve_and_runs_of_sectors_the_read_rate
 
     curve = GatherCurve(((1 << 20, 4000.0), (8 << 20, 3000.0), (32 << 20, 1500.0)))
     sectors = 10**6
+    scattered = SectorCounts(sectors, sectors)  # no runs: every sector a scattered request
     # x of 32 MiB (float32, 8M columns): the floor at the resident rate, the estimate at 32 MiB
-    big = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
+    big = spmv_limits(100, 8 << 20, scattered, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
                       gathers=curve)
     assert big.measured and big.gathers is curve
     assert big.gather_gbps == 3000.0 and big.l2_us == sectors * 32 / 3000e3
@@ -116,23 +118,23 @@ def test_sector_gathers_use_the_measured_curve_and_runs_of_sectors_the_read_rate
     assert "random sector gathers" in text and "uniformly random" in text
     assert big.as_dict()["gather_curve"] == curve.as_list()
     # x between the smallest size and RESIDENT_BYTES: its own size's rate, no estimate beyond
-    mid = spmv_limits(100, (2 << 20) // 4, sectors, 10**6, 4, 4, copy_gbps=3000.0,
+    mid = spmv_limits(100, (2 << 20) // 4, scattered, 10**6, 4, 4, copy_gbps=3000.0,
                       l2_gbps=7000.0, gathers=curve)
     assert 3000.0 < mid.gather_gbps < 4000.0 and mid.estimate_us == mid.limit_us
     assert (2 << 20) < RESIDENT_BYTES
     # x smaller than the smallest buffer measured: L1 may serve it, the read rate bounds it
-    small = spmv_limits(100, 1000, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
+    small = spmv_limits(100, 1000, scattered, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0,
                         gathers=curve)
     assert small.gather_gbps == 7000.0 and "L2 reads" in limit_lines(small)[0]
     # measured rates without a curve never borrow the nominal (another GPU's) curve
-    bare = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0)
+    bare = spmv_limits(100, 8 << 20, scattered, 10**6, 4, 4, copy_gbps=3000.0, l2_gbps=7000.0)
     assert bare.gathers is None and bare.gather_gbps == 7000.0
-    nominal = spmv_limits(100, 8 << 20, sectors, 10**6, 4, 4, copy_gbps=None, l2_gbps=None)
+    nominal = spmv_limits(100, 8 << 20, scattered, 10**6, 4, 4, copy_gbps=None, l2_gbps=None)
     assert nominal.gathers is NOMINAL_GATHERS and not nominal.measured
-    # SpMM: rows of B of 32 bytes are one sector a gather; 64 bytes are a run of two
+    # SpMM counts no runs of B's rows: every sector at the read rate, measured or nominal
     A = sp.csr_matrix((np.ones(3), ([0, 0, 1], [0, 5, 5])), shape=(2, 8))
-    assert spmm_limits(A, 8, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is curve
-    assert spmm_limits(A, 16, copy_gbps=1.0, l2_gbps=1.0, gathers=curve).gathers is None
+    for dense in (spmm_limits(A, 8), spmm_limits(A, 8, copy_gbps=1.0, l2_gbps=2.0)):
+        assert dense.gathers is None and dense.gather_gbps == dense.l2_gbps
 
 
 def test_sector_runs_are_counted_alike_sorted_or_not() -> None:
