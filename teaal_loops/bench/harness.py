@@ -67,9 +67,9 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> dict[s
     started = time.perf_counter()
     doc = _document(cp, device, options, timer)
     l2 = doc.get("l2") or {}
+    gathers = GatherCurve.of((l2.get("gather") or {}).get("curve"))  # None: not measured
     ctx = Context(cp, timer, device, options, float(doc["copy"]["gbps"]), progress,
-                  l2_gbps=l2.get("gbps"), gathers=GatherCurve.of((l2.get("gather") or {})
-                                                                 .get("curve")))
+                  l2_gbps=l2.get("gbps"), gathers=gathers)
     items = options.items()
     if progress:
         progress.start(sum(_steps(options, item) for item in items))
