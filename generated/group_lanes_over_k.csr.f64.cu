@@ -188,7 +188,7 @@ __device__ __forceinline__ value_t teaal_segment_sum(value_t v, unsigned mask) {
 // One worker is a group of G lanes. The group owns every row its digits select; lane l owns
 // the row's nonzeros j = l, l + G, l + 2G, ... (position j within the row). Lanes' partial
 // sums are reduced within the group and lane 0 stores y[m] (combine GROUP_REDUCE, no zeroing;
-// empty rows store 0).
+// empty rows store 0) through the layout's store_tile (a stacked layout adds instead).
 // Row m has digits d_n = m / S_n, d_j = (m mod S_{j+1}) / S_j, d_0 = m mod S_1 (depth 0).
 
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_group_mapped(

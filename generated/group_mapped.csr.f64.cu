@@ -121,7 +121,7 @@ __device__ __forceinline__ value_t teaal_segment_sum(value_t v, unsigned mask) {
 // One worker is a group of G lanes. The group owns every row its digits select; lane l owns
 // the row's nonzeros j = l, l + G, l + 2G, ... (position j within the row). Lanes' partial
 // sums are reduced within the group and lane 0 stores y[m] (combine GROUP_REDUCE, no zeroing;
-// empty rows store 0).
+// empty rows store 0) through the layout's store_tile (a stacked layout adds instead).
 // Row m has digits d_n = m / S_n, d_j = (m mod S_{j+1}) / S_j, d_0 = m mod S_1 (depth 2).
 
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_group_mapped(
@@ -194,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
           }
         }
         sum = teaal_segment_sum<TEAAL_GROUP_SIZE>(sum, group_mask);
-        if (lane == 0) y[m] = sum;
+        if (lane == 0) A.store_tile(y, m, sum);
       }
     }
   }

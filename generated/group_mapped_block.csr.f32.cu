@@ -127,7 +127,7 @@ __device__ __forceinline__ void teaal_group_barrier(int group_in_block) {
 // One worker is a group of G lanes. The group owns every row its digits select; lane l owns
 // the row's nonzeros j = l, l + G, l + 2G, ... (position j within the row). Lanes' partial
 // sums are reduced within the group and lane 0 stores y[m] (combine GROUP_REDUCE, no zeroing;
-// empty rows store 0).
+// empty rows store 0) through the layout's store_tile (a stacked layout adds instead).
 // Row m has digits d_n = m / S_n, d_j = (m mod S_{j+1}) / S_j, d_0 = m mod S_1 (depth 1).
 
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_group_mapped(
@@ -204,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_gro
         const int first_warp = group_in_block * (TEAAL_GROUP_SIZE / 32);
         value_t v = lane < TEAAL_GROUP_SIZE / 32 ? warp_sums[first_warp + lane] : value_t(0);
         v = teaal_segment_sum<32>(v, 0xffffffffu);
-        if (lane == 0) y[m] = v;
+        if (lane == 0) A.store_tile(y, m, v);
       }
       teaal_group_barrier(group_in_block);  // warp_sums is reused by the next row
     }

@@ -266,7 +266,7 @@ struct TeaalCarry {
   // The pieces are read 8 blocks at a time, all loads in flight together; a word not yet
   // published is read again until it is.
   __device__ __forceinline__ void finish(long long s, long long e, offset_t r, value_t mine,
-                                         YVec y) const {
+                                         const Layout& A, YVec y) const {
     value_t sum = 0;
     for (long long b0 = s; b0 < e; b0 += 8) {
       unsigned long long word[8][TEAAL_PIECE_WORDS];
@@ -293,7 +293,7 @@ struct TeaalCarry {
         }
       }
     }
-    y[r] = sum + mine;
+    A.store_tile(y, r, sum + mine);
   }
   // Block b's piece of the row whose first nonzero is in block s.
   __device__ __forceinline__ unsigned long long* piece_of(long long s, long long b) const {
@@ -395,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
       for (int k = k0; k < k1; ++k) {
         if (j >= row_end) {  // item k is the end of the current row
           if (row_start >= k0) {
-            y[first_row + row] = sum;  // the whole row lies in this chunk
+            A.store_tile(y, first_row + row, sum);  // the whole row lies in this chunk
           } else {  // the row began before this chunk: its last piece
             head_sum = sum;
             head_open = false;
@@ -427,16 +427,16 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
       if (row_start >= k0 && row_start < k1) {  // the row in progress at k1 started here
         const value_t total = sum + (next_row == row ? next_suffix : value_t(0));
         if (row < tile_rows) {
-          y[first_row + row] = total;  // it ends in this block
+          A.store_tile(y, first_row + row, total);  // it ends in this block
         } else {
           // It goes on past this block: its end item, or nonzeros too (a split row).
           const offset_t r = first_row + row;
           if (!carried) {
-            atomicAdd(y + r, total);
+            A.atomic_tile(y, r, total);
           } else {
             const long long last = ((long long)tail_row_end + r - 1) / block_items;
             if (last == (long long)blockIdx.x) {
-              y[r] = total;  // every nonzero of it is here
+              A.store_tile(y, r, total);  // every nonzero of it is here
             } else {
               TeaalCarry::publish(carry.piece_of(blockIdx.x, blockIdx.x), total);
             }
@@ -447,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
         // the tile's first row began in an earlier block: add this block's part, if any
         const int row_nnz = tile_rows > 0 ? (int)(tile[teaal_slot(1)].bound - first_atom)
                                           : tile_nnz;
-        if (row_nnz > 0 && !carried) atomicAdd(y + first_row, suffix);
+        if (row_nnz > 0 && !carried) A.atomic_tile(y, first_row, suffix);
         if (row_nnz > 0 && carried) {  // its blocks: where it starts .. its last nonzero's
           const offset_t r = first_row;
           const long long first = ((long long)tile[teaal_slot(0)].bound + r) / block_items;
@@ -455,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
           const long long last = ((long long)(tile_rows > 0 ? tile[teaal_slot(1)].bound
                                                             : tail_row_end) + r - 1) / block_items;
           if (last == (long long)blockIdx.x) {
-            carry.finish(first, last, r, suffix, y);
+            carry.finish(first, last, r, suffix, A, y);
           } else {
             TeaalCarry::publish(carry.piece_of(first, blockIdx.x), suffix);
           }
@@ -504,14 +504,14 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOC
     item += take;
     if (item >= item_end) {
       // The chunk ends inside the row: contribute its partial sum, if it has any nonzero.
-      if (take > 0) atomicAdd(y + row, sum);
+      if (take > 0) A.atomic_tile(y, row, sum);
       break;
     }
     // The next item is the end of the current row.
     if (row_starts_here) {
-      y[row] = sum;
+      A.store_tile(y, row, sum);
     } else if (take > 0) {
-      atomicAdd(y + row, sum);
+      A.atomic_tile(y, row, sum);
     }
     ++row;
     ++item;
