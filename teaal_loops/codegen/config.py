@@ -191,6 +191,12 @@ class KernelConfig:
         return (get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
                 + self.trailing_params())
 
+    def zeroes_output(self, bound: BoundSchedule) -> bool:
+        """Whether the output must be zero before a launch: the schedule adds into it (its
+        combine, for this binding), or the layout's tiles share output rows (stacked)."""
+        return (self.definition.zeroes_output(bound, np.dtype(self.dtype).itemsize)
+                or get_layout(self.layout).stacked)
+
     @property
     def epilogue(self) -> ScalarEpilogue | None:
         return self.schedule.form.epilogue

@@ -222,7 +222,9 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         KernelParam(p.name, p.ctype, comment_text(p.doc)) for p in cfg.kernel_params()
     )
     layout = get_layout(cfg.layout)
-    atoms_are_nonzeros = "sddmm" in layout.forms
+    atoms_are_nonzeros = (
+        "sddmm" in layout.forms if layout.atoms_are_nonzeros is None else layout.atoms_are_nonzeros
+    )
     context = {
         "cfg": cfg,
         "header": header_lines(cfg, regenerate),
@@ -241,7 +243,7 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         "atoms_are_nonzeros": atoms_are_nonzeros,
         # ... and each tile's sums are stored into its own row of the output (not scattered):
         # blocked SpMM writes a thread's outputs through teaal_store_columns (vector stores)
-        "plain_store": atoms_are_nonzeros and not layout.scatters,
+        "plain_store": atoms_are_nonzeros and not (layout.scatters or layout.stacked),
         # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
         "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
         # SDDMM: the threads that sum an atom's K and each one's run of neighbouring k (1, 1

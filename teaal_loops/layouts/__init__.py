@@ -1,11 +1,11 @@
 """Sparse layouts: one module per layout, each a complete :class:`LayoutDefinition`.
 
 A layout is defined once, in its own module (``csr.py``, ``csc.py``, ``coo.py``, ``ell.py``,
-``dia.py``, ``bcsr.py``): its semantics (what its tiles are, whether they scatter, which
-schedules it supports, which TeAAL formats describe it), its option (``bcsr:4x4``), its host
-builder, its packer into kernel arguments, its entries for the CPU simulation and its
-Jinja2 macro file. The contract every layout keeps is stated in
-:mod:`teaal_loops.layouts.contract`.
+``dia.py``, ``bcsr.py``, ``panels.py``): its semantics (what its tiles are, whether they
+scatter or stack, which schedules it supports, which TeAAL formats describe it), its option
+(``bcsr:4x4``), its host builder (and, where it has one, its device builder), its packer into
+kernel arguments, its entries for the CPU simulation and its Jinja2 macro file. The contract
+every layout keeps is stated in :mod:`teaal_loops.layouts.contract`.
 
 Built-in layouts register through the same :func:`register` that users call, from their own
 code or from an installed package's ``teaal_loops.layouts`` entry point; docs/layouts.md walks
@@ -22,6 +22,7 @@ from teaal_loops.layouts import coo  # noqa: F401
 from teaal_loops.layouts import ell  # noqa: F401
 from teaal_loops.layouts import bcsr  # noqa: F401
 from teaal_loops.layouts import dia  # noqa: F401
+from teaal_loops.layouts import panels  # noqa: F401
 # isort: on
 from teaal_loops.layouts.contract import (
     Entries,

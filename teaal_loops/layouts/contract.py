@@ -21,7 +21,9 @@ checks what can be checked before anything is registered):
 4. A layout whose tiles are output rows combines as CSR does: the owner of a whole tile stores
    it, a tile split across threads adds one atomic partial sum per thread. A layout whose
    tiles are not output rows (``scatters``, like CSC) adds every atom atomically, and ``y`` is
-   zeroed before the launch.
+   zeroed before the launch. A layout whose tiles are output rows repeated (``stacked``: the
+   rows of each column panel) adds every tile's sum atomically into its row (its
+   ``store_tile`` adds), and ``y`` is zeroed before the launch.
 
 On the device, the layout's macro file (``templates/layouts/<name>.cuh.j2``) defines a
 ``Layout`` struct with ``num_tiles()``, ``num_atoms()``, ``tile_begin(t)``, ``tile_end(t)``,
@@ -88,6 +90,7 @@ class TileView:
     rows: int
     cols: int
     scatter: bool  # tiles are not output rows (column-major layouts)
+    stacked: bool = False  # tiles are output rows repeated (a row per column panel)
 
     @property
     def num_tiles(self) -> int:
@@ -108,6 +111,9 @@ Builder = Callable[..., Any]
 Packer = Callable[[Any, "str | None"], Packed]
 # (host layout, option text or None) -> entries
 EntryLister = Callable[[Any, "str | None"], Entries]
+# (array module, CSR indptr, indices, values, (rows, cols), option text or None) -> kernel
+# arrays by name, built where the CSR arrays are (CuPy: on the GPU)
+DeviceBuilder = Callable[[Any, Any, Any, Any, "tuple[int, int]", "str | None"], dict[str, Any]]
 # (format, tile rank, atom rank) -> does this TeAAL format describe the layout?
 FormatMatcher = Callable[[TensorFormat, str, str], bool]
 
@@ -129,6 +135,12 @@ class LayoutDefinition:
     forms: frozenset[str] = frozenset({"spmv"})
     tiles: str = "rows"  # what a tile is, for messages and explain
     scatters: bool = False
+    # Tiles are the output rows repeated, each row once per column panel (tile t adds into row
+    # t mod rows): store_tile adds atomically and the output is zeroed before a launch.
+    stacked: bool = False
+    # Atoms are nonzeros, each in its tile's one row, so that atom_product needs no tile: the
+    # merge-path staging loads them without finding their rows. None: the layouts serving SDDMM.
+    atoms_are_nonzeros: bool | None = None
     description: str = ""
     teaal_format: str = ""  # the TeAAL format it corresponds to, for messages
     # Canonical text of the option after "name:" (None given: the default); raises LayoutError
@@ -143,3 +155,6 @@ class LayoutDefinition:
     # Its kernel arguments are exactly CSR's: CuPy/cupyx inputs take the runtime's direct,
     # GPU-validated CSR path instead of a host conversion.
     direct_csr: bool = False
+    # Builds the kernel arrays from CSR arrays on the GPU: device inputs are validated as CSR
+    # there and never copied to the host (None: the host builder, for every input).
+    device_build: DeviceBuilder | None = None

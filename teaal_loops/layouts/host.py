@@ -89,6 +89,7 @@ def tile_view(layout: str, A: Any) -> TileView:
         rows=rows,
         cols=cols,
         scatter=definition.scatters,
+        stacked=definition.stacked,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from teaal_loops.errors import LayoutError
 from teaal_loops.layouts.contract import (
     Builder,
+    DeviceBuilder,
     EntryLister,
     FormatMatcher,
     LayoutDefinition,
@@ -57,6 +58,8 @@ def register(
     forms: Iterable[str] = ("spmv",),
     tiles: str = "rows",
     scatters: bool = False,
+    stacked: bool = False,
+    atoms_are_nonzeros: bool | None = None,
     description: str = "",
     teaal_format: str | None = None,
     option: Callable[[str | None], str] | None = None,
@@ -64,6 +67,7 @@ def register(
     build_options: Callable[[str | None], dict[str, Any]] | None = None,
     matches_format: FormatMatcher | None = None,
     direct_csr: bool = False,
+    device_build: DeviceBuilder | None = None,
     replace: bool = False,
 ) -> LayoutDefinition:
     """Add layout ``name`` to lowering, code generation, host conversion, the runtime and the
@@ -76,8 +80,13 @@ def register(
     ``nbytes``, ``tile_ptr()``, ``arrays()``, ``to_csr()``: subclass
     :class:`teaal_loops.layouts.HostLayout`); ``pack(host, option)`` its kernel arguments;
     ``entries(host, option)`` the values each atom adds. ``scatters``: tiles are not output
-    rows, every update is atomic (like CSC). ``forms``: the einsum forms its macros serve
-    (:class:`teaal_loops.layouts.contract.LayoutDefinition`). ``option``, ``template_options`` and
+    rows, every update is atomic (like CSC). ``stacked``: tiles are the output rows repeated
+    (tile t adds into row t mod rows; store_tile adds atomically, the output is zeroed first).
+    ``atoms_are_nonzeros``: atoms are nonzeros in their tile's row (None: the SDDMM layouts).
+    ``forms``: the einsum forms its macros serve
+    (:class:`teaal_loops.layouts.contract.LayoutDefinition`). ``device_build(xp, indptr,
+    indices, values, shape, option)``: the kernel arrays from CSR arrays where they are, so
+    that device inputs stay on the GPU. ``option``, ``template_options`` and
     ``build_options`` give the layout an option after a colon (``name:...``): its canonical
     text, its template constants and its builder options.
     """
@@ -97,6 +106,10 @@ def register(
         raise LayoutError(
             f"layout {key}: forms={sorted(form_set)}; expected spmv plus any of spmm, sddmm"
         )
+    if stacked and (scatters or form_set != {"spmv"}):
+        raise LayoutError(  # the dense forms' stores and a scatter's atomics ignore stacking
+            f"layout {key}: a stacked layout serves SpMV alone and does not scatter"
+        )
     _check_params(key, params, kinds)
     folder = Path(template_dir).resolve() if template_dir is not None else None
     if folder is not None and not (folder / macro_file).is_file():
@@ -112,6 +125,8 @@ def register(
         forms=form_set,
         tiles=tiles,
         scatters=scatters,
+        stacked=stacked,
+        atoms_are_nonzeros=atoms_are_nonzeros,
         description=description or f"user-defined layout {key}",
         teaal_format=teaal_format or f"a format named {key}",
         option=option,
@@ -120,6 +135,7 @@ def register(
         matches_format=matches_format,
         template_dir=folder,
         direct_csr=direct_csr,
+        device_build=device_build,
     )
     _REGISTRY[key] = definition
     return definition

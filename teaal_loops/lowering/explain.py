@@ -108,9 +108,15 @@ def explain_text(
         lines.append(f"  {r.name:<{width}}  {what:<45} extent {r.extent}")
     if s.form.dense is not None:
         lines.append(f"dense:     {_dense_text(s.form.dense)}")
-    combine = "every atom adds atomically to its output row, output zeroed first" if (
-        layout.scatters
-    ) else definition.combine_text
+    combine = definition.combine_text
+    if layout.scatters:
+        combine = "every atom adds atomically to its output row, output zeroed first"
+    elif layout.stacked:
+        combine = (
+            f"{layout.tiles} share output rows: every tile's sum, or each piece of a tile "
+            "split across workers, is added atomically into row (tile mod rows); the output "
+            "is zeroed first"
+        )
     if s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.run is not None:
         d = s.form.dense
         lanes = f"{d.split}/{d.run}"

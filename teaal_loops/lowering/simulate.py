@@ -278,7 +278,9 @@ def simulate_view(
     y = _values(form.kind, view, dense)
     if form.epilogue is not None:
         y = alpha * y + (beta * _addend(bound, addend, y.shape) if addend is not None else 0.0)
-    stats = load_balance(bound, view.tile_ptr, atom_owner, scatter=view.scatter)
+    stats = load_balance(
+        bound, view.tile_ptr, atom_owner, scatter=view.scatter, stacked=view.stacked
+    )
     return SimResult(y=y, owner=owner, stats=stats, bound=bound)
 
 
@@ -362,8 +364,10 @@ def load_balance(
     owner: npt.NDArray[np.int64],
     *,
     scatter: bool = False,
+    stacked: bool = False,
 ) -> LoadBalance:
-    """Atoms per thread; split tiles and atomics (a scattering layout makes every update one).
+    """Atoms per thread; split tiles and atomics (a scattering layout makes every update one;
+    a stacked layout makes every whole tile's store one, beside the split tiles' pieces).
 
     ``owner`` is :func:`owners`' array (or the schedule's own owner of every atom). For the
     dense forms a thread's count is its (atom, dense index) pairs, derived from the atoms'
@@ -386,6 +390,8 @@ def load_balance(
     else:
         cost = schedule_definition(bound.kind).split_cost(bound, tile_ptr, atom_owner)
         split, atomics = cost.split_tiles, cost.atomics
+        if stacked:  # whole tiles, empty ones included, add into their rows too
+            atomics += max(len(tile_ptr) - 1, 0) - split
     if form.dense is None:
         return LoadBalance(base, max_atoms, nnz / base if base else 0.0, split, atomics, idle)
     d, ds = bound.dense_size, bound.dense_space

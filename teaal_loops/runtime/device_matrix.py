@@ -364,4 +364,49 @@ def converter(layout: str, build: Mapping[str, Any] | None = None) -> Callable[.
     definition = get_layout(layout)
     if definition.direct_csr:
         return functools.partial(to_device_csr, layout=definition.name)
+    if definition.device_build is not None:
+        return functools.partial(_device_or_host_layout, layout, build=dict(build or {}))
     return functools.partial(to_device_layout, layout, build=dict(build or {}))
+
+
+def _on_device(A: Any) -> bool:
+    return is_device_object(A.indptr) if isinstance(A, CsrArrays) else is_device_object(A)
+
+
+def _device_or_host_layout(
+    layout: str,
+    A: Any,
+    dtype: np.dtype[Any],
+    index_bits: int | None = None,
+    build: Mapping[str, Any] | None = None,
+) -> DeviceMatrix:
+    """A layout with a device builder: device inputs are validated as CSR on the GPU and
+    rebuilt there (a transient of about five int64 words a nonzero); host inputs take the
+    host builder."""
+    if not _on_device(A):
+        return to_device_layout(layout, A, dtype, index_bits, build)
+    definition = get_layout(layout)
+    assert definition.device_build is not None
+    _, option = split_name(layout)
+    csr = to_device_csr(A, dtype, 64, layout=layout)  # validated as CSR; 64-bit offsets
+    cupy = cupy_module()
+    rows, cols, nnz = csr.shape.rows, csr.shape.cols, csr.shape.nnz
+    ensure_fits(40 * nnz, f"building the {layout} layout of a matrix of {nnz} nonzeros")
+    built = definition.device_build(
+        cupy, csr.arrays["indptr"], csr.arrays["indices"], csr.arrays["values"],
+        (rows, cols), option,
+    )
+    del csr
+    tile_ptr = built["indptr"]
+    tiles = len(tile_ptr) - 1
+    max_tile = int(cupy.diff(tile_ptr).max().get()) if tiles else 0
+    tile_shape_ = MatrixShape(rows=tiles, cols=cols, nnz=nnz, max_row=max_tile)
+    bits = _choose_bits(tiles, nnz, index_bits)
+    types = {"offset_t": np.int64 if bits == 64 else np.int32, "index_t": np.int32,
+             "value_t": dtype}
+    arrays = {
+        p.name: cupy.ascontiguousarray(built[p.name].astype(types[p.scalar_type], copy=False))
+        for p in definition.params if p.is_pointer
+    }
+    shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_tile)
+    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits, tile_shape_)

@@ -155,8 +155,9 @@ class Kernel:
         """Whether the spec's mapping combines split tiles atomically (``Combine.ATOMIC``), so
         that its launches may add into a zeroed output. Whether one prepared matrix's launches
         do is ``prepared.accumulates``: merge-path SpMV of few blocks carries its split rows
-        and stores every row (no zeroing) although its mapping combines atomically."""
-        return self.schedule.combine is Combine.ATOMIC
+        and stores every row (no zeroing) although its mapping combines atomically. A stacked
+        layout (column panels) adds every tile into its row, so it accumulates too."""
+        return self.schedule.combine is Combine.ATOMIC or get_layout(self.layout).stacked
 
     @property
     def source(self) -> str:
@@ -244,7 +245,7 @@ class Kernel:
             block=(launch.threads_per_block, 1, 1),
             leading_args=leading_arguments(cfg, bound, matrix, computed),
             no_owner=no_owner,
-            accumulates=definition.zeroes_output(bound, value_bytes),
+            accumulates=cfg.zeroes_output(bound),
             scratch=StreamScratch(cupy, scratch_bytes) if cfg.trailing_params() else None,
             aliases_input=_aliases(matrix, A),
         )

@@ -222,7 +222,7 @@ def prepare_blocks(cfg: KernelConfig, bound: BoundSchedule) -> bytes:
 def zeroes_output(cfg: KernelConfig, bound: BoundSchedule) -> bool:
     """Whether the runtime zeroes the output before this kernel (else it starts as NaN here,
     so that a kernel that adds into it shows)."""
-    return cfg.definition.zeroes_output(bound, np.dtype(cfg.dtype).itemsize)
+    return cfg.zeroes_output(bound)
 
 
 def prepared_arguments(cfg: KernelConfig, bound: BoundSchedule) -> dict[str, np.ndarray[Any, Any]]:

@@ -40,6 +40,10 @@ SCHEDULE_CASES: list[tuple[str, str, str | None]] = [
     ("bcsr_4x4/work_oriented", "layouts/bcsr_4x4/work_oriented.yaml", None),
     ("bcsr_3x2/thread_mapped", "thread_mapped.yaml", "bcsr:3x2"),
     ("bcsr_3x2/work_oriented", "work_oriented.yaml", "bcsr:3x2"),
+    ("panels_3/group_mapped", "layouts/panels_3/group_mapped.yaml", None),
+    ("panels_3/merge_path", "layouts/panels_3/merge_path.yaml", None),
+    ("panels_2/thread_mapped", "thread_mapped.yaml", "panels:2"),
+    ("panels_2/work_oriented", "work_oriented.yaml", "panels:2"),
 ]
 
 # Parameter variants per schedule kind: the default, and ones that split tiles or loop.
@@ -47,6 +51,7 @@ PARAM_VARIANTS: dict[str, list[dict[str, int]]] = {
     "thread_mapped": [{}, {"NUM_TILES": 9, "NUM_THREADS": 3}],
     "work_oriented": [{}, {"WORK_PER_THREAD": 3}, {"WORK_PER_THREAD": 1}],
     "merge_path": [{}, {"ITEMS_PER_THREAD": 5}, {"ITEMS_PER_THREAD": 1}],
+    "group_mapped": [{}, {"BLOCK_SIZE": 4}],
 }
 
 
@@ -104,4 +109,4 @@ def host_layout_of_name(layout: str, A: sp.csr_matrix) -> Any:
         return convert(A, name, padding_limit=None)
     if name == "bcsr":
         return convert(A, name, block=bcsr_block_shape(option or None), padding_limit=None)
-    return convert(A, name)
+    return convert(A, layout)  # (an option, panels:3, travels in the name)

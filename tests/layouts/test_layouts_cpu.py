@@ -26,7 +26,9 @@ from tests.layouts import cases
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 MATRICES = cases.matrices()
-ALL_LAYOUTS = ("csr", "csc", "coo", "ell", "dia", "bcsr:2x2", "bcsr:4x4", "bcsr:3x2")
+ALL_LAYOUTS = (
+    "csr", "csc", "coo", "ell", "dia", "bcsr:2x2", "bcsr:4x4", "bcsr:3x2", "panels:2", "panels:3"
+)
 
 # --------------------------------------------------------------------------------------------
 # Selection: the format section, --layout, canonical names
@@ -38,7 +40,8 @@ def test_each_layout_spec_selects_its_layout_through_its_format(spec: Path) -> N
     assert schedule.layout == spec.parent.name.replace("_", ":")
     assert schedule.kind == spec.stem
     combine = schedule.combine.value
-    assert combine == ("atomic" if schedule.layout == "csc" or spec.stem != "thread_mapped" else "store")
+    own = {"thread_mapped": "store", "group_mapped": "group_reduce"}.get(spec.stem, "atomic")
+    assert combine == ("atomic" if schedule.layout == "csc" else own)
 
 
 SPEC_HEAD = """einsum:
@@ -168,13 +171,21 @@ def test_entries_rebuild_the_matrix_and_atoms_partition_into_tiles(layout: str, 
     elif name == "bcsr":
         R = int(layout.split(":")[1].split("x")[0])
         np.testing.assert_array_equal(tile_of_entry, view.entries.row // R)  # block rows
+    elif name == "panels":
+        # tile p * rows + m: row m's nonzeros in panel p, whose columns are p's slice of K
+        P = int(layout.split(":")[1])
+        width = max(-(-A.shape[1] // P), 1)
+        np.testing.assert_array_equal(tile_of_entry % max(A.shape[0], 1), view.entries.row)
+        np.testing.assert_array_equal(tile_of_entry // max(A.shape[0], 1),
+                                      view.entries.col // width)
+        assert view.num_tiles == P * A.shape[0] and view.stacked
     else:
         np.testing.assert_array_equal(tile_of_entry, view.entries.row)  # tiles are rows
     rows, cols = A.shape
     expected_atoms = {
         "ell": rows * int(np.diff(A.indptr).max(initial=0)),
         "dia": rows * len(np.unique(A.tocoo().col - A.tocoo().row)),
-        "csr": A.nnz, "csc": A.nnz, "coo": A.nnz,
+        "csr": A.nnz, "csc": A.nnz, "coo": A.nnz, "panels": A.nnz,
     }
     if name in expected_atoms:
         assert view.num_atoms == expected_atoms[name]

@@ -46,7 +46,7 @@ def _host(matrix_id: str, layout: str) -> tuple[Any, str | None]:
     name, _, option = layout.partition(":")
     opts: dict[str, Any] = {"block": bcsr_block_shape(option or None)} if name == "bcsr" else {}
     try:
-        return convert(A, name, **opts), None
+        return convert(A, layout, **opts), None  # (panels:3: the count travels in the name)
     except LayoutError as err:
         refusal = err.cli_line()
     rows = A.shape[0]
@@ -56,7 +56,7 @@ def _host(matrix_id: str, layout: str) -> tuple[Any, str | None]:
     }.get(name, UNGUARDED_MAX_ATOMS + 1)
     if atoms > UNGUARDED_MAX_ATOMS:
         return None, refusal
-    return convert(A, name, padding_limit=None, **opts), refusal
+    return convert(A, layout, padding_limit=None, **opts), refusal
 
 
 @functools.lru_cache(maxsize=8)
@@ -114,7 +114,8 @@ def test_layout_kernel_is_correct(case: str, matrix_id: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["csc/work_oriented", "coo/thread_mapped", "ell/merge_path",
-                                  "dia/thread_mapped", "bcsr_4x4/work_oriented"])
+                                  "dia/thread_mapped", "bcsr_4x4/work_oriented",
+                                  "panels_3/merge_path", "panels_3/group_mapped"])
 def test_cupyx_and_scipy_inputs_convert_to_every_layout(case: str) -> None:
     import cupy
     import cupyx.scipy.sparse as csp
@@ -160,3 +161,34 @@ def test_run_command_refuses_excess_padding_and_validates_a_layout(
     banded = "banded:rows=20000,nnz=200000,seed=2"
     assert main(["run", layout_spec, "--synthetic", banded, "--rigorous", "--repeat", "3"]) == 0
     assert "Verdict: NOT_A_BUG" in capsys.readouterr().out
+
+
+def test_a_device_matrix_is_built_into_panels_on_the_gpu_as_the_host_builds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cupyx input takes the device builder (the host builder is not called) and gives the
+    arrays the host builder gives."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    import scipy.sparse as sp
+
+    from teaal_loops.layouts import convert
+    from teaal_loops.runtime import device_matrix
+    from teaal_loops.runtime.device_matrix import converter
+
+    A = sp.random(3000, 7001, density=0.003, format="csr", random_state=8)
+    host = convert(A, "panels:3")
+
+    def no_host_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a device matrix went through the host builder")
+
+    monkeypatch.setattr(device_matrix, "to_device_layout", no_host_build)
+    device = converter("panels:3")(csp.csr_matrix(A), np.dtype("float64"))
+    assert device.tiles is not None and device.tiles.rows == 3 * 3000
+    np.testing.assert_array_equal(device.arrays["indptr"].get(), host.indptr)
+    np.testing.assert_array_equal(device.arrays["indices"].get(), host.indices)
+    np.testing.assert_array_equal(device.arrays["values"].get(), host.data)
+    kernel = _kernel("panels_3/group_mapped", "float64")
+    x = np.random.default_rng(1).uniform(-1, 1, 7001)
+    y = kernel(csp.csr_matrix(A), cupy.asarray(x)).get()
+    np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
