@@ -3,7 +3,8 @@
 Selected by ``x-teaal-loops: {schedule: auto}`` in a spec or ``--schedule auto`` on the command
 line. :func:`choose` is a pure function of row-length statistics (rows, nnz, mean / max / cv of
 the row lengths; all computable in one pass over the row offsets) and of the device's resident
-thread count; it never looks at column indices or values, and never times anything.
+thread count, plus, for rule T3 alone (large matrices whose x passes ``PANEL_X_BYTES``), two
+shares of their column indices; it never reads values and never times anything.
 
 The answer names one spec of our library (``specs/<spec>.yaml``) plus parameter bindings for it,
 so the chosen kernel is an ordinary generated kernel of an ordinary spec: ``explain`` and the
@@ -40,6 +41,15 @@ candidate gets a cost and the cheapest wins:
 In both regimes merge-path's items a thread are then capped at what its staged tile holds for
 the kernel's values (:func:`staged_merge_items`: 32 in float32, 16 in float64): past it the
 chunks fall to the direct walk.
+
+**Column panels** (rule ``T3``, large matrices only, and only where the caller leaves the layout
+to auto): where ``x`` is larger than :data:`PANEL_X_BYTES` and at least :data:`PANEL_COLD_SHARE`
+of the nonzeros fall outside ``x``'s hottest 8 MiB of columns (random access that the L2 cannot
+hold) and as many lie away from the diagonal (a band's window stays in L2), merge-path runs
+over ``panels:P``, P = ``ceil(x bytes / PANEL_SLICE_BYTES)`` (:func:`panel_choice`). This is
+the one rule that reads column indices (:func:`column_stats`: a column histogram and each
+nonzero's distance from the diagonal, :mod:`teaal_loops.matrix.columns`), and only past the
+first size test.
 
 float32 and float64 have constants of their own (:func:`constants` takes the value size):
 float64 moves twice the bytes a nonzero, so the same rules with float32's constants picked
@@ -85,6 +95,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from teaal_loops.errors import Location, TeaalLoopsError
+from teaal_loops.matrix.columns import ColumnStats, column_stats_of
+from teaal_loops.matrix.limit_model import RESIDENT_BYTES
 from teaal_loops.matrix.stats import RowStats, row_stats
 from teaal_loops.types import DeviceInfo
 
@@ -102,6 +114,21 @@ BLOCK_GROUP_PARAM = "GROUP"
 WORK_SPEC, WORK_PARAM = "work_oriented", "WORK_PER_THREAD"
 MERGE_SPEC, MERGE_PARAM = "merge_path", "ITEMS_PER_THREAD"
 MAX_MERGE_ITEMS = 32  # past this (f32) the staged merge-path tile overflows shared memory
+
+# Column panels (rule T3; teaal_loops/layouts/panels.py). Measured on the large classes, merge-path
+# (BENCHMARKS.md, "Column panels built"): x of 64 MiB (uniform float64) wants 3 panels on an H100
+# and an H200 (2.04x and 1.63x the best cuSPARSE, CSR 0.96x and 0.94x); x of 32 MiB wants 2
+# where its gathers are random (uniform float32 1.20x / 1.05x, longrows float64 1.38x / 1.06x)
+# and none where R-MAT's hot columns serve most of them (0.90x / 0.91x against CSR's 0.92x /
+# 0.93x); x of 16 MiB (longrows float32) loses 9 to 11% with panels.
+PANEL_X_BYTES = 24 * 2**20  # x larger than this, past the L2's full-rate gather range
+PANEL_SLICE_BYTES = 22 * 2**20  # ... is cut into panels of at most this much of x
+PANEL_COLD_SHARE = 0.5  # ... when this share of the nonzeros misses x's hottest 8 MiB, and as
+# large a share lies away from the diagonal (a band's gathers stay in L2 whatever x's size).
+# Shares of the large classes (float32 / float64, x of 32 / 64 MiB): uniform 0.67 / 0.82 cold,
+# R-MAT 0.02 / 0.07 cold; longrows (x of 16 / 32 MiB) 0.44 / 0.70 cold; banded 0.75 / 0.87 cold
+# but 0.00 far.
+PANEL_MAX = 8
 
 
 def staged_merge_items(value_bytes: int = 4, wide_offsets: bool = False) -> int:
@@ -341,14 +368,15 @@ class AutoChoice:
     params: Mapping[str, int] = field(default_factory=dict)
     rule: str = ""  # "L", "T1", ...
     reason: str = ""  # one sentence naming the statistics that decided
+    layout: str | None = None  # a layout chosen too (T3: "panels:3"); None: the kernel's own
 
     @property
     def label(self) -> str:
-        """``group_mapped[BLOCK_SIZE=8]``: the spec and its bound parameters, sorted."""
-        if not self.params:
-            return self.spec
+        """``group_mapped[BLOCK_SIZE=8]``: the spec and its bound parameters, sorted, and a
+        layout auto chose (``merge_path@panels:3``), as the bench labels its variants."""
         bound = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return f"{self.spec}[{bound}]"
+        label = f"{self.spec}[{bound}]" if bound else self.spec
+        return f"{label}@{self.layout}" if self.layout else label
 
 
 def group_choice(group: int, rule: str, reason: str) -> AutoChoice:
@@ -401,16 +429,22 @@ def costs(
 
 def choose(
     stats: MatrixStats, device: DeviceInfo | None = None, c: AutoConstants | None = None,
-    *, value_bytes: int = 4,
+    *, value_bytes: int = 4, columns: ColumnStats | None = None,
 ) -> AutoChoice:
     """The schedule (and parameters) the rules of the module docstring pick for ``stats``,
     for values of ``value_bytes`` (merge-path's items a thread are capped at what its staged
-    tile holds for them: :func:`staged_merge_items`).
+    tile holds for them: :func:`staged_merge_items`). ``columns`` (None: the layout is not
+    auto's to choose) lets rule T3 pick column panels.
 
     ``c`` replaces the shipped constants of that dtype and device (the fit of
     :mod:`teaal_loops.bench.fit_auto` tries candidates this way).
     """
-    choice = _choose(stats, device, c or constants(value_bytes, device))
+    c = c or constants(value_bytes, device)
+    if columns is not None and int(stats.nnz) >= c.THROUGHPUT_WAVES * resident_threads(device):
+        panels = panel_choice(columns, int(stats.nnz), value_bytes)
+        if panels is not None:
+            return panels
+    choice = _choose(stats, device, c)
     if choice.spec != MERGE_SPEC:
         return choice
     cap = staged_merge_items(value_bytes, int(stats.rows) + int(stats.nnz) > INT32_MAX)
@@ -420,6 +454,42 @@ def choose(
     return AutoChoice(choice.schedule, choice.spec, {MERGE_PARAM: cap}, choice.rule,
                       f"{choice.reason}; {cap} items a thread, the most the staged tile holds "
                       f"for {value_bytes}-byte values")
+
+
+def panel_choice(columns: ColumnStats, nnz: int, value_bytes: int) -> AutoChoice | None:
+    """Rule T3 (module docstring): merge-path over column panels, or None."""
+    x_bytes = columns.cols * int(value_bytes)
+    if x_bytes <= PANEL_X_BYTES or min(columns.cold_share, columns.far_share) < PANEL_COLD_SHARE:
+        return None
+    panels = min(PANEL_MAX, math.ceil(x_bytes / PANEL_SLICE_BYTES))
+    return AutoChoice(
+        "merge_path", MERGE_SPEC, {}, "T3",
+        f"{nnz} nonzeros gathering from {x_bytes / 2**20:.0f} MiB of x, "
+        f"{columns.cold_share:.0%} of them outside its hottest {RESIDENT_BYTES >> 20} MiB and "
+        f"{columns.far_share:.0%} far from the diagonal: "
+        f"merge-path over {panels} column panels of at most "
+        f"{math.ceil(x_bytes / panels / 2**20)} MiB",
+        layout=f"panels:{panels}",
+    )
+
+
+def column_stats(A: Any, value_bytes: int) -> ColumnStats | None:
+    """:class:`~teaal_loops.matrix.columns.ColumnStats` of ``A`` where rule T3 could apply
+    (x past :data:`PANEL_X_BYTES`), else None without reading a column."""
+    if int(A.shape[1]) * int(value_bytes) <= PANEL_X_BYTES:
+        return None
+    module = type(A).__module__ or ""
+    if module.startswith(("cupy", "cupyx")):  # on the GPU, as matrix_stats
+        import cupy
+
+        csr = A if getattr(A, "format", None) == "csr" else A.tocsr()
+        return column_stats_of(cupy, csr.indptr, csr.indices, csr.shape, value_bytes)
+    import numpy
+
+    from teaal_loops.matrix.convert import as_csr
+
+    host = as_csr(A)
+    return column_stats_of(numpy, host.indptr, host.indices, host.shape, value_bytes)
 
 
 def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> AutoChoice:
@@ -555,13 +625,16 @@ def device_row_stats(cp: Any, indptr: Any, cols: int) -> Any:
 
 
 def resolve(spec: Any, A: Any, device: DeviceInfo | None = None, *,
-            value_bytes: int = 4) -> tuple[Path, AutoChoice]:
+            value_bytes: int = 4, layout_free: bool = True) -> tuple[Path, AutoChoice]:
     """For a spec with ``schedule: auto``: the library spec file and the choice for matrix ``A``.
 
     The caller compiles ``spec_path`` with ``choice.params`` (plus the user's own bindings of
-    parameters that spec has). A spec that does not ask for auto is a TeaalLoopsError.
+    parameters that spec has) in ``choice.layout`` where it names one (only when
+    ``layout_free``: the caller gave no layout). A spec that does not ask for auto is a
+    TeaalLoopsError.
     """
     if not is_auto(spec):
         raise TeaalLoopsError("resolve(): the spec does not say x-teaal-loops: {schedule: auto}")
-    choice = choose(matrix_stats(A), device, value_bytes=value_bytes)
+    columns = column_stats(A, value_bytes) if layout_free else None
+    choice = choose(matrix_stats(A), device, value_bytes=value_bytes, columns=columns)
     return spec_path(choice), choice

@@ -84,11 +84,15 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
     variants = [] if options.only_auto else ctx.options.variants_of("spmv")
     choice = None
     if options.auto or options.only_auto:
-        choice = auto.choose(stats, ctx.device, value_bytes=np.dtype(dtype).itemsize)
+        value_bytes = np.dtype(dtype).itemsize
+        choice = auto.choose(stats, ctx.device, value_bytes=value_bytes,
+                             columns=auto.column_stats(mats[0], value_bytes))
+        auto_layout = choice.layout or "csr"
         case["auto_choice"] = {"label": choice.label, "rule": choice.rule,
-                               "reason": choice.reason, "schedule": choice.schedule}
-        if not any(v.label == choice.label and v.layout == "csr" for v in variants):
-            variants.append(Variant(auto.spec_path(choice), dict(choice.params), "csr"))
+                               "reason": choice.reason, "schedule": choice.schedule,
+                               "layout": auto_layout}
+        if not any(v.label == choice.label and v.layout == auto_layout for v in variants):
+            variants.append(Variant(auto.spec_path(choice), dict(choice.params), auto_layout))
     baseline_ms = records.baseline_kernel_ms(case)
     results = []
     for variant in variants:
@@ -97,7 +101,9 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
             variant, lambda v=variant: _time_variant(ctx, v, dtype, mats, xs, check, nbytes,
                                                      baseline_ms))
         ctx.forget(variant, dtype, mats)
-        if choice is not None and variant.label == choice.label and variant.layout == "csr":
+        if choice is not None and variant.label == choice.label and (
+            variant.layout == (choice.layout or "csr")
+        ):
             result["auto"] = True
         results.append(result)
         ctx.advance(records.variant_line(result))

@@ -22,11 +22,18 @@ from pathlib import Path
 
 from teaal_loops.bench.loading import load_entry
 from teaal_loops.bench.suite import MatrixEntry, build_suite, default_corpus_dir
-from teaal_loops.bench.variants import Variant, compile_variant, prepare_variant
+from teaal_loops.bench.variants import (
+    DEFAULT_LAYOUT,
+    Variant,
+    compile_variant,
+    prepare_variant,
+)
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.layouts import canonical_layout
 from teaal_loops.runtime import backend
 
 _BLOCK_SUFFIX = re.compile(r"@t([0-9]+)$")
+_LAYOUT_SUFFIX = re.compile(r"@([a-z][a-z0-9_]*(?::[0-9a-z]+)?)$")  # @panels:3, after @tN
 
 
 def parse_label(label: str) -> tuple[str, dict[str, int]]:
@@ -48,7 +55,12 @@ def parse_label(label: str) -> tuple[str, dict[str, int]]:
 
 def variant_from_label(label: str, library: Path) -> Variant:
     """The variant a table label names: a library spec (or a spec file), parameters, and an
-    optional ``@tN`` block size."""
+    optional ``@tN`` block size and an optional layout (``@panels:3``), as the bench labels them."""
+    layout_match = _LAYOUT_SUFFIX.search(label)
+    layout = DEFAULT_LAYOUT
+    if layout_match and not _BLOCK_SUFFIX.search(label):
+        layout = canonical_layout(layout_match.group(1))  # an unknown layout: one line
+        label = label[: layout_match.start()]
     block = _BLOCK_SUFFIX.search(label)
     base = label[: block.start()] if block else label
     name, params = parse_label(base)
@@ -60,7 +72,7 @@ def variant_from_label(label: str, library: Path) -> Variant:
     if threads is not None and (not 32 <= threads <= 1024 or threads % 32):
         raise TeaalLoopsError(f"--variant {label}: @t{threads} is not a multiple of 32 from 32 "
                               "to 1024")
-    return Variant(path, params, "csr", block_threads=threads)
+    return Variant(path, params, layout, block_threads=threads)
 
 
 def find_entry(

@@ -3,7 +3,8 @@
 A :class:`Variant` is one spec with some of its size parameters bound; parameters left unbound
 take the defaults :func:`teaal_loops.schedules.bind` documents (from the matrix and the device). Its
 ``label`` (``group_mapped[BLOCK_SIZE=8]``) is how tables, JSON and the ``auto`` chooser name it:
-the spec file's stem plus the bound parameters, sorted. Tuning experiments add to it:
+the spec file's stem plus the bound parameters, sorted, and a layout other than CSR
+(``merge_path@panels:3``). Tuning experiments add to it:
 
 * ``block_threads``: another thread-block size (``--block-threads``), label suffix ``@t256``;
 * ``source``: a CUDA file launched with the generated kernel's arguments instead of the
@@ -32,6 +33,7 @@ from teaal_loops.lowering import lower
 from teaal_loops.spec import load_spec
 
 DEFAULT = "default"
+DEFAULT_LAYOUT = "csr"  # a label names any other layout: merge_path@panels:3
 
 # Group sizes (compile-time) and work per thread (a kernel argument) worth comparing.
 DEFAULT_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
@@ -65,6 +67,8 @@ class Variant:
         label = variant_label(self.spec_name, self.params)
         if self.block_threads:
             label += f"@t{self.block_threads}"
+        if self.layout != DEFAULT_LAYOUT:  # the same spec timed in several layouts
+            label += f"@{self.layout}"
         tag = self.tag or (self.source.name if self.source else ("patched" if self.patch else ""))
         label = f"{label}+{tag}" if tag else label
         return f"{label}+l2persist" if self.persist_x else label

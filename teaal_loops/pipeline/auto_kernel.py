@@ -62,7 +62,7 @@ class AutoKernel:
         self.dtype = np.dtype(normalize_dtype(dtype))
         self.layout = layout
         self.last_choice: Any = None
-        self._kernels: dict[tuple[str, tuple[tuple[str, int], ...]], Kernel] = {}
+        self._kernels: dict[tuple[str, tuple[tuple[str, int], ...], str | None], Kernel] = {}
         self._resolved: MatrixCache[_Resolved] = MatrixCache(Kernel.CACHE_SIZE)
 
     # -- choosing ---------------------------------------------------------------------------
@@ -84,12 +84,15 @@ class AutoKernel:
     def _choose(self, A: Any) -> _Resolved:
         # the GPU's own properties and, where the constants file has them, its constants
         device = backend.device_info() if backend.gpu_available() else None
-        path, choice = auto.resolve(self.spec, A, device, value_bytes=self.dtype.itemsize)
-        key = (choice.spec, tuple(sorted(choice.params.items())))
+        # a layout given to this kernel is kept; else auto may choose one (column panels)
+        path, choice = auto.resolve(self.spec, A, device, value_bytes=self.dtype.itemsize,
+                                    layout_free=self.layout is None)
+        layout = self.layout or choice.layout
+        key = (choice.spec, tuple(sorted(choice.params.items())), layout)
         if key not in self._kernels:
-            schedule = load_schedule(path, params=choice.params, layout=self.layout)
+            schedule = load_schedule(path, params=choice.params, layout=layout)
             self._kernels[key] = make_kernel(
-                schedule, dtype=self.dtype, layout=self.layout, padding_limit=self.padding_limit
+                schedule, dtype=self.dtype, layout=layout, padding_limit=self.padding_limit
             )
         return _Resolved(self._kernels[key], choice)
 

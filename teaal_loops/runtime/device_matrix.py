@@ -302,6 +302,12 @@ class HostArguments:
         return sum(int(a.nbytes) for a in self.arrays.values())
 
 
+def kernel_types(bits: int, dtype: np.dtype[Any]) -> dict[str, np.dtype[Any]]:
+    """The array type of each kernel scalar type, for offsets of ``bits`` bits."""
+    return {"offset_t": np.dtype(np.int64 if bits == 64 else np.int32),
+            "index_t": np.dtype(np.int32), "value_t": np.dtype(dtype)}
+
+
 def host_arguments(
     layout: str,
     A: Any,
@@ -319,10 +325,7 @@ def host_arguments(
     rows, cols = (int(n) for n in host.shape)
     tiles = tile_shape(host.tile_ptr(), cols)
     bits = _choose_bits(tiles.rows, tiles.nnz, index_bits)
-    offset = np.dtype(np.int64 if bits == 64 else np.int32)
-    types: dict[str, np.dtype[Any]] = {
-        "offset_t": offset, "index_t": np.dtype(np.int32), "value_t": np.dtype(dtype)
-    }
+    types = kernel_types(bits, dtype)
     arrays: dict[str, np.ndarray[Any, Any]] = {}
     scalars: dict[str, int] = {}
     for p in definition.params:
@@ -402,8 +405,7 @@ def _device_or_host_layout(
     max_tile = int(cupy.diff(tile_ptr).max().get()) if tiles else 0
     tile_shape_ = MatrixShape(rows=tiles, cols=cols, nnz=nnz, max_row=max_tile)
     bits = _choose_bits(tiles, nnz, index_bits)
-    types = {"offset_t": np.int64 if bits == 64 else np.int32, "index_t": np.int32,
-             "value_t": dtype}
+    types = kernel_types(bits, dtype)
     arrays = {
         p.name: cupy.ascontiguousarray(built[p.name].astype(types[p.scalar_type], copy=False))
         for p in definition.params if p.is_pointer

@@ -192,3 +192,31 @@ def test_a_device_matrix_is_built_into_panels_on_the_gpu_as_the_host_builds_it(
     x = np.random.default_rng(1).uniform(-1, 1, 7001)
     y = kernel(csp.csr_matrix(A), cupy.asarray(x)).get()
     np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+
+
+def test_auto_runs_a_large_random_matrix_over_column_panels() -> None:
+    """Rule T3 on the GPU: 16M nonzeros at random over 4M columns (x of 32 MiB in float64):
+    auto compiles merge-path over two column panels, and its result is right."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import teaal_loops
+    from teaal_loops.spec import load_spec_string
+
+    rows, cols, per_row = 1 << 20, 1 << 22, 16
+    rng = cupy.random.default_rng(5)
+    indices = rng.integers(0, cols, rows * per_row, dtype=cupy.int32)
+    indptr = cupy.arange(rows + 1, dtype=cupy.int32) * per_row
+    values = rng.uniform(-1, 1, rows * per_row)
+    A = csp.csr_matrix((values, indices, indptr), shape=(rows, cols))
+    spec = load_spec_string(
+        'einsum: {declaration: {A: [M, K], B: [K], Z: [M]}, expressions: ["Z[m] = A[m, k] * B[k]"]}\n'
+        "x-teaal-loops: {schedule: auto}\n"
+    )
+    kernel = teaal_loops.compile(spec, dtype="float64")
+    x = rng.uniform(-1, 1, cols)
+    y = kernel(A, x)
+    assert kernel.last_choice.rule == "T3" and kernel.kernel_for(A).layout == "panels:2"
+    want = A @ x
+    bound = 2 * (per_row + 2) * np.finfo(np.float64).eps * (abs(A) @ abs(x))
+    assert bool(cupy.all(cupy.abs(y - want) <= bound))

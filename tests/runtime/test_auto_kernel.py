@@ -132,9 +132,10 @@ def test_auto_chooses_for_its_own_dtype(monkeypatch: pytest.MonkeyPatch, dtype: 
     seen: list[int] = []
     real = auto.resolve
 
-    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4) -> object:
+    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4,
+            layout_free: bool = True) -> object:
         seen.append(value_bytes)
-        return real(spec, A, device, value_bytes=value_bytes)
+        return real(spec, A, device, value_bytes=value_bytes, layout_free=layout_free)
 
     monkeypatch.setattr(auto, "resolve", spy)
     kernel = compile(load_spec_string(AUTO_SPEC), dtype=dtype)
@@ -153,9 +154,10 @@ def test_auto_tells_the_chooser_which_gpu_it_runs_on(monkeypatch: pytest.MonkeyP
     seen: list[object] = []
     real = auto.resolve
 
-    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4) -> object:
+    def spy(spec: object, A: object, device: object = None, *, value_bytes: int = 4,
+            layout_free: bool = True) -> object:
         seen.append(device)
-        return real(spec, A, device, value_bytes=value_bytes)
+        return real(spec, A, device, value_bytes=value_bytes, layout_free=layout_free)
 
     h200 = DeviceInfo("NVIDIA H200", 132)
     monkeypatch.setattr(auto, "resolve", spy)
