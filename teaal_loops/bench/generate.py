@@ -17,6 +17,8 @@ Classes (the ones the bandwidth claims of BENCHMARKS.md rest on):
 ``uniform``  Poisson(nnz / rows) nonzeros a row, uniformly random columns.
 ``rmat``     Graph500 R-MAT edges (a, b, c = 0.57, 0.19, 0.19) at ``scale``: 2**scale rows.
 ``longrows`` ``long_rows`` rows share ``fraction`` of the nonzeros; the rest are Poisson.
+``powerlaw`` Pareto(``alpha``) row lengths (a heavy tail of long rows), uniformly random columns.
+``emptyrows`` a random ``empty_fraction`` of the rows empty, the others Poisson, random columns.
 """
 
 from __future__ import annotations
@@ -169,4 +171,38 @@ def rmat(
     return _from_keys(xp, rs, keys, n, n, dtype)
 
 
-GENERATORS = {"banded": banded, "uniform": uniform, "rmat": rmat, "longrows": longrows}
+def powerlaw(
+    xp: Any, *, rows: int, nnz: int, alpha: float = 1.5, seed: int = 0, dtype: Any = "float32"
+) -> Csr:
+    """Row lengths Pareto distributed (``P(L > t) ~ t^-alpha``, at most ``rows``), scaled to
+    about ``nnz`` in all, at uniformly random columns (square): unlike R-MAT, the long rows'
+    columns are spread, not hot."""
+    if rows < 1 or nnz < 0 or not alpha > 1.0:
+        raise ValueError(f"powerlaw: rows={rows} must be positive, nnz={nnz} non-negative and "
+                         f"alpha={alpha} above 1")
+    rs = xp.random.RandomState(seed)
+    shape = 1.0 - rs.random_sample(rows)  # in (0, 1]
+    lengths = shape ** (-1.0 / alpha)  # Pareto with minimum 1
+    lengths *= nnz / float(lengths.sum())
+    counts = xp.minimum(xp.floor(lengths), rows).astype(xp.int64)
+    del shape, lengths
+    return _scatter_rows(xp, rs, counts, rows, dtype)
+
+
+def emptyrows(
+    xp: Any, *, rows: int, nnz: int, empty_fraction: float = 0.5, seed: int = 0,
+    dtype: Any = "float32",
+) -> Csr:
+    """A random ``empty_fraction`` of the rows empty; the others Poisson, about ``nnz`` in
+    all, at uniformly random columns (square)."""
+    if rows < 1 or nnz < 0 or not 0.0 <= empty_fraction < 1.0:
+        raise ValueError("emptyrows: need rows >= 1, nnz >= 0 and 0 <= empty_fraction < 1")
+    rs = xp.random.RandomState(seed)
+    full = xp.asarray(rs.random_sample(rows) >= empty_fraction)
+    mean = nnz / max(int(full.sum()), 1)
+    counts = xp.minimum(rs.poisson(mean, rows), rows).astype(xp.int64) * full
+    return _scatter_rows(xp, rs, counts, rows, dtype)
+
+
+GENERATORS = {"banded": banded, "uniform": uniform, "rmat": rmat, "longrows": longrows,
+              "powerlaw": powerlaw, "emptyrows": emptyrows}

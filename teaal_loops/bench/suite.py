@@ -8,10 +8,12 @@ Suites (``--suite``, repeatable):
     working directory or the checkout, or the shared corpus beside the checkout: the first one
     that holds matrix files).
 ``large``
-    Four synthetic structure classes, each over a gigabyte of float32 CSR so that no cache
+    Six synthetic structure classes, each over a gigabyte of float32 CSR so that no cache
     holds it, generated on the GPU (:mod:`teaal_loops.bench.generate`):
     banded (2**23 rows x 32 a row, 268M nonzeros), uniform (2**23 rows, 134M), rmat (scale 23,
-    160M edges before merging duplicates) and longrows (2**22 rows, 134M; 128 rows of ~1M).
+    160M edges before merging duplicates), longrows (2**22 rows, 134M; 128 rows of ~1M),
+    powerlaw (2**23 rows, 134M; Pareto row lengths at random columns) and emptyrows (2**23
+    rows, half of them empty, 134M).
     ``--large-scale F`` shrinks rows and nonzeros by F (for smoke runs).
 ``smoke``
     The large classes at 1/256 of their size plus three small corpus matrices, for a quick
@@ -106,6 +108,14 @@ def _large_classes(scale: float) -> list[MatrixEntry]:
         MatrixEntry(
             f"longrows{label}", "large", "gpu", generator="longrows",
             options={"rows": rows_of(22), "nnz": nnz_of(2**27), "long_rows": 128, "fraction": 0.9},
+        ),
+        MatrixEntry(
+            f"powerlaw{label}", "large", "gpu", generator="powerlaw",
+            options={"rows": rows_of(23), "nnz": nnz_of(2**27)},
+        ),
+        MatrixEntry(
+            f"emptyrows{label}", "large", "gpu", generator="emptyrows",
+            options={"rows": rows_of(23), "nnz": nnz_of(2**27), "empty_fraction": 0.5},
         ),
     ]
 

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="append",
         choices=list(bench.SUITES),
         help="suite (repeatable; default corpus unless -m/--synthetic are given): SpMV on "
-        "corpus, large (four classes over a GB) or smoke (small copies); spmm and sddmm: that "
+        "corpus, large (six classes over a GB) or smoke (small copies); spmm and sddmm: that "
         "kernel on the corpus and four synthetic classes of 2**20 rows, at every --widths",
     )
     p.add_argument("--widths", action="append", default=[], metavar="[spmm:|sddmm:]W,...",

@@ -66,6 +66,29 @@ def test_longrows_put_most_nonzeros_in_a_few_rows() -> None:
     assert lengths[8] < 20
 
 
+def test_powerlaw_rows_have_a_heavy_tail_at_spread_columns() -> None:
+    rows, nnz = 1 << 15, 16 << 15
+    indptr, indices, data = generate.powerlaw(np, rows=rows, nnz=nnz, seed=5)
+    check_canonical(indptr, indices, data, rows)
+    lengths = np.diff(indptr)
+    assert 0.8 * nnz < indptr[-1] <= nnz  # floors and merged duplicates
+    assert lengths.max() > 50 * lengths.mean()  # the Pareto tail
+    longest = int(np.argmax(lengths))  # its columns spread over the matrix, unlike R-MAT's
+    cols = indices[indptr[longest]:indptr[longest + 1]]
+    assert cols.min() < rows // 8 and cols.max() > rows - rows // 8
+
+
+def test_emptyrows_leave_the_fraction_empty() -> None:
+    rows, nnz = 1 << 14, 32 << 14
+    indptr, indices, data = generate.emptyrows(np, rows=rows, nnz=nnz, empty_fraction=0.5,
+                                               seed=6)
+    check_canonical(indptr, indices, data, rows)
+    lengths = np.diff(indptr)
+    assert 0.45 < np.count_nonzero(lengths == 0) / rows < 0.55
+    assert 0.9 * nnz < indptr[-1] < 1.1 * nnz
+    assert 56 < lengths[lengths > 0].mean() < 72  # Poisson(64) in the other half
+
+
 def test_same_seed_same_matrix_and_arguments_are_checked() -> None:
     a = generate.uniform(np, rows=256, nnz=2048, seed=7)
     b = generate.uniform(np, rows=256, nnz=2048, seed=7)
@@ -76,3 +99,7 @@ def test_same_seed_same_matrix_and_arguments_are_checked() -> None:
         generate.rmat(np, scale=0, nnz=10)
     with pytest.raises(ValueError):
         generate.longrows(np, rows=4, nnz=10, long_rows=5)
+    with pytest.raises(ValueError):
+        generate.powerlaw(np, rows=4, nnz=10, alpha=1.0)
+    with pytest.raises(ValueError):
+        generate.emptyrows(np, rows=4, nnz=10, empty_fraction=1.0)

@@ -35,14 +35,14 @@ def test_corpus_suite_lists_matrix_files_by_name(corpus: Path) -> None:
 def test_large_suite_matrices_exceed_a_gigabyte_and_the_l2() -> None:
     entries = build_suite(["large"])
     kinds = [e.generator for e in entries]
-    assert kinds == ["banded", "uniform", "rmat", "longrows"]
+    assert kinds == ["banded", "uniform", "rmat", "longrows", "powerlaw", "emptyrows"]
     for e in entries:
         o = e.options
         rows = 1 << o["scale"] if "scale" in o else o["rows"]
         nnz = o.get("nnz", rows * o.get("width", 0))
-        if e.generator == "rmat":
-            assert o["scale"] >= 23
-            nnz = int(0.85 * nnz)  # merged duplicate edges (generator test: at most a few %)
+        if e.generator in ("rmat", "powerlaw"):
+            assert o.get("scale", 23) >= 23
+            nnz = int(0.85 * nnz)  # floors and merged duplicates (generator tests: a few %)
         assert compulsory_bytes(rows, rows, nnz, "float32") >= 1e9, e.name
 
 
@@ -50,7 +50,7 @@ def test_smoke_and_scaled_suites_are_small(corpus: Path) -> None:
     entries = build_suite(["smoke"], corpus_dir=corpus)
     assert [e.name for e in entries if e.group == "corpus"] == ["west0067"]
     large = [e for e in entries if e.group == "large"]
-    assert len(large) == 4 and all(e.options.get("nnz", 0) < 2**21 for e in large)
+    assert len(large) == 6 and all(e.options.get("nnz", 0) < 2**21 for e in large)
     scaled = build_suite(["large"], large_scale=0.01)
     assert scaled[0].options["rows"] < 2**17
 
