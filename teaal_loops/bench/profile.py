@@ -33,7 +33,8 @@ from teaal_loops.layouts import canonical_layout
 from teaal_loops.runtime import backend
 
 _BLOCK_SUFFIX = re.compile(r"@t([0-9]+)$")
-_LAYOUT_SUFFIX = re.compile(r"@([a-z][a-z0-9_]*(?::[0-9a-z]+)?)$")  # @panels:3, after @tN
+# a layout other than CSR (@panels:3), after the block size if there is one
+_LAYOUT_SUFFIX = re.compile(r"@([a-z][a-z0-9_]*(?::[0-9a-z]+)?)$", re.IGNORECASE)
 
 
 def parse_label(label: str) -> tuple[str, dict[str, int]]:

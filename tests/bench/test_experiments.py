@@ -127,8 +127,14 @@ def test_profile_variants_come_from_table_labels() -> None:
     assert v.block_threads == 256 and v.label == "merge_path[ITEMS_PER_THREAD=16]@t256"
     own = profile.variant_from_label(str(SPECS / "thread_mapped.yaml"), SPECS)
     assert own.spec == SPECS / "thread_mapped.yaml" and own.block_threads is None
+    # a layout other than CSR, as the bench labels it (after a block size, if any)
+    panels = profile.variant_from_label("group_mapped[BLOCK_SIZE=8]@t256@panels:3", SPECS)
+    assert panels.layout == "panels:3" and panels.block_threads == 256
+    assert panels.label == "group_mapped[BLOCK_SIZE=8]@t256@panels:3"
+    assert profile.variant_from_label("merge_path@PANELS", SPECS).layout == "panels:2"
     for bad, message in (("nope", "no spec"), ("merge_path@t100", "@t100"),
-                         ("merge_path[X]", "NAME=INTEGER"), ("../x[Y=1]", "no spec")):
+                         ("merge_path[X]", "NAME=INTEGER"), ("../x[Y=1]", "no spec"),
+                         ("merge_path@hyb", "unknown layout 'hyb'")):
         with pytest.raises(TeaalLoopsError, match=message):
             profile.variant_from_label(bad, SPECS)
 
