@@ -9,8 +9,8 @@ the launch (the layout is ``stacked``).
 Why: a launch runs its blocks roughly in index order, so at any moment nearly all of them
 gather from one panel's slice of x, 1/P of it. When x is larger than the part of the L2 that
 random gathers hit at full rate, that slice stays resident where the whole of x would not
-(BENCHMARKS.md: uniform float64 with x of 64 MiB, three panels, 1.86x the best cuSPARSE on an
-H100). Where x already fits, the extra atomics and row passes only cost.
+(BENCHMARKS.md: uniform float64 with x of 64 MiB, merge-path over three panels, 2.04x the best
+cuSPARSE on an H100). Where x already fits, the extra atomics and row passes only cost.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from teaal_loops.layouts.host import (
     in_range,
     need,
     no_options,
-    row_ids,
     rows_of,
     signed_index,
 )
 from teaal_loops.layouts.registry import register
+from teaal_loops.matrix.rowwise import entry_rows, offsets
 from teaal_loops.spec.model import TensorFormat
 from teaal_loops.types import KernelParam
 
@@ -97,41 +97,35 @@ class PanelsLayout(HostLayout):
 def build(csr: sp.csr_matrix, **options: Any) -> PanelsLayout:
     panels = panel_count(options.pop("panels", None))
     no_options("panels", options, ("panels",))
-    rows, cols = csr.shape
-    width = panel_width(cols, panels)
+    built = panel_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, panels)
     index = signed_index(csr.indices.dtype)
-    # A stable sort by panel keeps each panel's nonzeros in row order, columns ascending
-    # within a row (NumPy sorts small integer keys stably by radix, in linear time).
-    panel = (csr.indices // width).astype(np.uint8 if panels <= 255 else np.uint16)
-    order = np.argsort(panel, kind="stable")
-    tile = panel.astype(np.int64) * rows + row_ids(csr)
-    indptr = np.zeros(panels * rows + 1, dtype=index)
-    np.cumsum(np.bincount(tile, minlength=panels * rows), out=indptr[1:])
-    return PanelsLayout(
-        csr.shape, int(csr.nnz), panels, indptr,
-        csr.indices[order].astype(index), csr.data[order],
-    )
+    return PanelsLayout(csr.shape, int(csr.nnz), panels, built["indptr"].astype(index),
+                        built["indices"].astype(index), built["values"])
+
+
+def panel_arrays(
+    xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int], panels: int
+) -> dict[str, Any]:
+    """The layout's arrays from CSR arrays where they are (``xp``: NumPy on the host, CuPy on
+    the GPU, so a device matrix never travels to the host). CSR storage is row-major, so a
+    stable sort by panel alone leaves each panel's nonzeros in row order, each row's in their
+    CSR order (sorted or not); a one-byte key sorts by radix in linear time."""
+    rows, cols = shape
+    nnz = int(indices.size)
+    panel = (xp.asarray(indices, dtype=xp.int64) // panel_width(cols, panels)).astype(
+        xp.uint8 if panels <= 255 else xp.uint16)
+    order = xp.argsort(panel, kind="stable")
+    row = entry_rows(xp, xp.asarray(indptr, dtype=xp.int64), 0, nnz)
+    tiles = xp.bincount(panel.astype(xp.int64) * rows + row, minlength=panels * rows)
+    return {"indptr": offsets(xp, tiles), "indices": indices[order], "values": values[order]}
 
 
 def device_arrays(
     xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int], option: str | None
 ) -> dict[str, Any]:
-    """The layout's kernel arrays built from CSR arrays where they are (``xp``: CuPy for
-    arrays on the GPU, so a device matrix never travels to the host; NumPy gives the same
-    arrays as :func:`build`). Columns need not be sorted: a stable sort by (panel, row) keeps
-    each tile's nonzeros in their CSR order."""
-    panels = panel_count(option)
-    rows, cols = shape
-    nnz = int(indices.size)
-    width = panel_width(cols, panels)
-    position = xp.arange(nnz, dtype=xp.int64)
-    row = xp.searchsorted(xp.asarray(indptr[1:], dtype=xp.int64), position, side="right")
-    tile = (xp.asarray(indices, dtype=xp.int64) // width) * rows + row
-    del position, row
-    order = xp.argsort(tile, kind="stable")
-    tile_ptr = xp.zeros(panels * rows + 1, dtype=xp.int64)
-    xp.cumsum(xp.bincount(tile, minlength=panels * rows), out=tile_ptr[1:])
-    return {"indptr": tile_ptr, "indices": indices[order], "values": values[order]}
+    """:func:`panel_arrays` for the panel count a layout name's option gives (the device
+    builder)."""
+    return panel_arrays(xp, indptr, indices, values, shape, panel_count(option))
 
 
 def _check_panels(host: PanelsLayout, option: str | None) -> int:

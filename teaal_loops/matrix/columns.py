@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teaal_loops.matrix.limit_model import RESIDENT_BYTES
+from teaal_loops.matrix.rowwise import entry_rows
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,10 @@ def column_stats_of(
     else:
         degree = xp.bincount(indices, minlength=cols)
         cold = 1.0 - int(xp.partition(degree, cols - hottest)[cols - hottest:].sum()) / nnz
-    ends = xp.asarray(indptr[1:], dtype=xp.int64)
+    offsets = xp.asarray(indptr, dtype=xp.int64)
     far = 0
     for start in range(0, nnz, COLUMN_CHUNK):
         stop = min(nnz, start + COLUMN_CHUNK)
-        row = xp.searchsorted(ends, xp.arange(start, stop, dtype=xp.int64), side="right")
-        diagonal = row * (cols / rows)
+        diagonal = entry_rows(xp, offsets, start, stop) * (cols / rows)
         far += int(xp.count_nonzero(xp.abs(indices[start:stop] - diagonal) > hottest / 2))
     return ColumnStats(cols, cold, far / nnz)

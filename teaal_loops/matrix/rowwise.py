@@ -204,12 +204,17 @@ def operand(xp: Any, seed: int, lo: int, hi: int, dtype: Any, width: int | None 
     return block.reshape(hi - lo, width)
 
 
+def entry_rows(xp: Any, indptr: Any, start: int, stop: int) -> Any:
+    """The (local) row of each nonzero ``start .. stop-1`` of a CSR block whose row offsets are
+    ``indptr`` (int64, from 0): the last row whose offset is at most the nonzero's."""
+    return xp.searchsorted(indptr, xp.arange(start, stop, dtype=xp.int64), side="right") - 1
+
+
 def entries(xp: Any, indptr: Any, start: int, stop: int) -> tuple[Any, Any]:
     """(local row, position in the row) of the nonzeros ``start .. stop-1`` of a CSR block
     whose row offsets are ``indptr`` (int64, from 0)."""
-    e = xp.arange(start, stop, dtype=xp.int64)
-    row = xp.searchsorted(indptr, e, side="right") - 1
-    return row, e - indptr[row]
+    row = entry_rows(xp, indptr, start, stop)
+    return row, xp.arange(start, stop, dtype=xp.int64) - indptr[row]
 
 
 def offsets(xp: Any, lengths: Any) -> Any:

@@ -384,8 +384,7 @@ def _device_or_host_layout(
     build: Mapping[str, Any] | None = None,
 ) -> DeviceMatrix:
     """A layout with a device builder: device inputs are validated as CSR on the GPU and
-    rebuilt there (a transient of about five int64 words a nonzero); host inputs take the
-    host builder."""
+    rebuilt there; host inputs take the host builder."""
     if not _on_device(A):
         return to_device_layout(layout, A, dtype, index_bits, build)
     definition = get_layout(layout)
@@ -394,7 +393,9 @@ def _device_or_host_layout(
     csr = to_device_csr(A, dtype, 64, layout=layout)  # validated as CSR; 64-bit offsets
     cupy = cupy_module()
     rows, cols, nnz = csr.shape.rows, csr.shape.cols, csr.shape.nnz
-    ensure_fits(40 * nnz, f"building the {layout} layout of a matrix of {nnz} nonzeros")
+    # panels' transient beside the CSR: sort order, row ids, tile keys, the arrays in their new
+    # order (about six 8-byte words a nonzero)
+    ensure_fits(48 * nnz, f"building the {layout} layout of a matrix of {nnz} nonzeros")
     built = definition.device_build(
         cupy, csr.arrays["indptr"], csr.arrays["indices"], csr.arrays["values"],
         (rows, cols), option,
@@ -403,7 +404,6 @@ def _device_or_host_layout(
     tile_ptr = built["indptr"]
     tiles = len(tile_ptr) - 1
     max_tile = int(cupy.diff(tile_ptr).max().get()) if tiles else 0
-    tile_shape_ = MatrixShape(rows=tiles, cols=cols, nnz=nnz, max_row=max_tile)
     bits = _choose_bits(tiles, nnz, index_bits)
     types = kernel_types(bits, dtype)
     arrays = {
@@ -411,4 +411,5 @@ def _device_or_host_layout(
         for p in definition.params if p.is_pointer
     }
     shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_tile)
-    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits, tile_shape_)
+    tiles_shape = MatrixShape(rows=tiles, cols=cols, nnz=nnz, max_row=max_tile)
+    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits, tiles_shape)
