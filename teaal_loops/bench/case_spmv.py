@@ -37,7 +37,7 @@ from teaal_loops.bench.context import Context
 from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.roofline import compulsory_bytes
 from teaal_loops.bench.suite import MatrixEntry
-from teaal_loops.bench.variants import Variant, prepare_variant
+from teaal_loops.bench.variants import DEFAULT_LAYOUT, Variant, prepare_variant
 from teaal_loops.matrix.limit_model import spmv_limits, x_gather_counts_sorted
 from teaal_loops.runtime.l2_persist import PersistingWindow
 
@@ -87,11 +87,12 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
         value_bytes = np.dtype(dtype).itemsize
         choice = auto.choose(stats, ctx.device, value_bytes=value_bytes,
                              columns=auto.column_stats(mats[0], value_bytes))
-        auto_layout = choice.layout or "csr"
+        auto_layout = choice.layout or DEFAULT_LAYOUT
         case["auto_choice"] = {"label": choice.label, "rule": choice.rule,
                                "reason": choice.reason, "schedule": choice.schedule,
                                "layout": auto_layout}
-        if not any(v.label == choice.label and v.layout == auto_layout for v in variants):
+        # (labels name a layout other than CSR, as auto's do: equal labels, equal layouts)
+        if not any(v.label == choice.label for v in variants):
             variants.append(Variant(auto.spec_path(choice), dict(choice.params), auto_layout))
     baseline_ms = records.baseline_kernel_ms(case)
     results = []
@@ -101,9 +102,7 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
             variant, lambda v=variant: _time_variant(ctx, v, dtype, mats, xs, check, nbytes,
                                                      baseline_ms))
         ctx.forget(variant, dtype, mats)
-        if choice is not None and variant.label == choice.label and (
-            variant.layout == (choice.layout or "csr")
-        ):
+        if choice is not None and variant.label == choice.label:
             result["auto"] = True
         results.append(result)
         ctx.advance(records.variant_line(result))

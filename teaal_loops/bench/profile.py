@@ -34,7 +34,7 @@ from teaal_loops.runtime import backend
 
 _BLOCK_SUFFIX = re.compile(r"@t([0-9]+)$")
 # a layout other than CSR (@panels:3), after the block size if there is one
-_LAYOUT_SUFFIX = re.compile(r"@([a-z][a-z0-9_]*(?::[0-9a-z]+)?)$", re.IGNORECASE)
+_LAYOUT_SUFFIX = re.compile(r"@(?!t[0-9]+$)([a-z][a-z0-9_]*(?::[0-9a-z]+)?)$", re.IGNORECASE)
 
 
 def parse_label(label: str) -> tuple[str, dict[str, int]]:
@@ -59,7 +59,7 @@ def variant_from_label(label: str, library: Path) -> Variant:
     optional ``@tN`` block size and an optional layout (``@panels:3``), as the bench labels them."""
     layout_match = _LAYOUT_SUFFIX.search(label)
     layout = DEFAULT_LAYOUT
-    if layout_match and not _BLOCK_SUFFIX.search(label):
+    if layout_match:
         layout = canonical_layout(layout_match.group(1))  # an unknown layout: one line
         label = label[: layout_match.start()]
     block = _BLOCK_SUFFIX.search(label)

@@ -222,9 +222,7 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         KernelParam(p.name, p.ctype, comment_text(p.doc)) for p in cfg.kernel_params()
     )
     layout = get_layout(cfg.layout)
-    atoms_are_nonzeros = (
-        "sddmm" in layout.forms if layout.atoms_are_nonzeros is None else layout.atoms_are_nonzeros
-    )
+    atoms_are_nonzeros = layout.atoms_are_nonzeros
     context = {
         "cfg": cfg,
         "header": header_lines(cfg, regenerate),

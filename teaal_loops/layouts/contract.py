@@ -139,8 +139,9 @@ class LayoutDefinition:
     # t mod rows): store_tile adds atomically and the output is zeroed before a launch.
     stacked: bool = False
     # Atoms are nonzeros, each in its tile's one row, so that atom_product needs no tile: the
-    # merge-path staging loads them without finding their rows. None: the layouts serving SDDMM.
-    atoms_are_nonzeros: bool | None = None
+    # merge-path staging loads them without finding their rows (register's default: the
+    # layouts serving SDDMM).
+    atoms_are_nonzeros: bool = False
     description: str = ""
     teaal_format: str = ""  # the TeAAL format it corresponds to, for messages
     # Canonical text of the option after "name:" (None given: the default); raises LayoutError

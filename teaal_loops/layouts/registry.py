@@ -126,7 +126,9 @@ def register(
         tiles=tiles,
         scatters=scatters,
         stacked=stacked,
-        atoms_are_nonzeros=atoms_are_nonzeros,
+        atoms_are_nonzeros=(
+            "sddmm" in form_set if atoms_are_nonzeros is None else atoms_are_nonzeros
+        ),
         description=description or f"user-defined layout {key}",
         teaal_format=teaal_format or f"a format named {key}",
         option=option,
