@@ -43,9 +43,10 @@ the kernel's values (:func:`staged_merge_items`: 32 in float32, 16 in float64): 
 chunks fall to the direct walk.
 
 **Column panels** (rule ``T3``, large matrices only, and only where the caller leaves the layout
-to auto): where ``x`` is larger than :data:`PANEL_X_BYTES` and at least :data:`PANEL_COLD_SHARE`
+to auto): where ``x`` is larger than :data:`PANEL_X_BYTES`, at least :data:`PANEL_COLD_SHARE`
 of the nonzeros fall outside ``x``'s hottest 8 MiB of columns (random access that the L2 cannot
-hold) and as many lie away from the diagonal (a band's window stays in L2), merge-path runs
+hold) and at least :data:`PANEL_FAR_SHARE` lie away from the diagonal (a band's window stays
+in L2), merge-path runs
 over ``panels:P``, P = ``ceil(x bytes / PANEL_SLICE_BYTES)`` (:func:`panel_choice`). This is
 the one rule that reads column indices (:func:`column_stats`: a column histogram and each
 nonzero's distance from the diagonal, :mod:`teaal_loops.matrix.columns`), and only past the
@@ -94,8 +95,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from teaal_loops.errors import Location, TeaalLoopsError
 from teaal_loops.matrix.columns import ColumnStats, column_stats_of
+from teaal_loops.matrix.convert import as_csr
 from teaal_loops.matrix.limit_model import RESIDENT_BYTES
 from teaal_loops.matrix.stats import RowStats, row_stats
 from teaal_loops.types import DeviceInfo
@@ -123,11 +127,15 @@ MAX_MERGE_ITEMS = 32  # past this (f32) the staged merge-path tile overflows sha
 # 0.93x); x of 16 MiB (longrows float32) loses 9 to 11% with panels.
 PANEL_X_BYTES = 24 * 2**20  # x larger than this, past the L2's full-rate gather range
 PANEL_SLICE_BYTES = 22 * 2**20  # ... is cut into panels of at most this much of x
-PANEL_COLD_SHARE = 0.5  # ... when this share of the nonzeros misses x's hottest 8 MiB, and as
-# large a share lies away from the diagonal (a band's gathers stay in L2 whatever x's size).
-# Shares of the large classes (float32 / float64, x of 32 / 64 MiB): uniform 0.67 / 0.82 cold,
-# R-MAT 0.02 / 0.07 cold; longrows (x of 16 / 32 MiB) 0.44 / 0.70 cold; banded 0.75 / 0.87 cold
-# but 0.00 far.
+# ... when this share of the nonzeros misses x's hottest 8 MiB, and this share lies away from
+# the diagonal (a band's gathers stay in L2 whatever x's size). Shares of the large classes
+# (float32 / float64, x of 32 / 64 MiB): cold where panels paid, uniform 0.67 / 0.82, power-law
+# 0.49 / 0.64, longrows (x of 32 MiB) 0.70; cold where they lost, R-MAT 0.02 / 0.07; banded
+# 0.75 / 0.87 cold but 0.00 far, the others 0.56 to 0.89 far. A first threshold of 0.5 for both
+# left the float32 power-law graph (0.49) in CSR, 1.19x (H100) and 1.09x (H200) slower than
+# over two panels.
+PANEL_COLD_SHARE = 0.25
+PANEL_FAR_SHARE = 0.5
 PANEL_MAX = 8
 
 
@@ -459,7 +467,8 @@ def choose(
 def panel_choice(columns: ColumnStats, nnz: int, value_bytes: int) -> AutoChoice | None:
     """Rule T3 (module docstring): merge-path over column panels, or None."""
     x_bytes = columns.cols * int(value_bytes)
-    if x_bytes <= PANEL_X_BYTES or min(columns.cold_share, columns.far_share) < PANEL_COLD_SHARE:
+    if (x_bytes <= PANEL_X_BYTES or columns.cold_share < PANEL_COLD_SHARE
+            or columns.far_share < PANEL_FAR_SHARE):
         return None
     panels = min(PANEL_MAX, math.ceil(x_bytes / PANEL_SLICE_BYTES))
     return AutoChoice(
@@ -478,18 +487,9 @@ def column_stats(A: Any, value_bytes: int) -> ColumnStats | None:
     (x past :data:`PANEL_X_BYTES`), else None without reading a column."""
     if int(A.shape[1]) * int(value_bytes) <= PANEL_X_BYTES:
         return None
-    module = type(A).__module__ or ""
-    if module.startswith(("cupy", "cupyx")):  # on the GPU, as matrix_stats
-        import cupy
-
-        csr = A if getattr(A, "format", None) == "csr" else A.tocsr()
-        return column_stats_of(cupy, csr.indptr, csr.indices, csr.shape, value_bytes)
-    import numpy
-
-    from teaal_loops.matrix.convert import as_csr
-
-    host = as_csr(A)
-    return column_stats_of(numpy, host.indptr, host.indices, host.shape, value_bytes)
+    device = _device_csr(A)
+    xp, csr = device if device is not None else (np, as_csr(A))
+    return column_stats_of(xp, csr.indptr, csr.indices, csr.shape, value_bytes)
 
 
 def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> AutoChoice:
@@ -585,14 +585,22 @@ def matrix_stats(A: Any) -> Any:
 
     Returns a :class:`teaal_loops.matrix.stats.RowStats`. Only the row offsets are read.
     """
-    module = type(A).__module__ or ""
-    if module.startswith(("cupy", "cupyx")):
-        import cupy
-
-        csr = A if getattr(A, "format", None) == "csr" else A.tocsr()
+    device = _device_csr(A)
+    if device is not None:
+        cupy, csr = device
         return device_row_stats(cupy, csr.indptr, int(csr.shape[1]))
-
     return row_stats(A)
+
+
+def _device_csr(A: Any) -> tuple[Any, Any] | None:
+    """(CuPy, ``A`` as a cupyx CSR matrix) for a CuPy / cupyx matrix, else None: the
+    statistics of a matrix on the GPU are taken there."""
+    module = type(A).__module__ or ""
+    if not module.startswith(("cupy", "cupyx")):
+        return None
+    import cupy
+
+    return cupy, (A if getattr(A, "format", None) == "csr" else A.tocsr())
 
 
 def device_row_stats(cp: Any, indptr: Any, cols: int) -> Any:

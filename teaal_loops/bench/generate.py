@@ -17,13 +17,16 @@ Classes (the ones the bandwidth claims of BENCHMARKS.md rest on):
 ``uniform``  Poisson(nnz / rows) nonzeros a row, uniformly random columns.
 ``rmat``     Graph500 R-MAT edges (a, b, c = 0.57, 0.19, 0.19) at ``scale``: 2**scale rows.
 ``longrows`` ``long_rows`` rows share ``fraction`` of the nonzeros; the rest are Poisson.
-``powerlaw`` Pareto(``alpha``) row lengths (a heavy tail of long rows), uniformly random columns.
+``powerlaw`` the project's power-law graph (``matrix.rowwise.PowerLaw``): Pareto row lengths,
+           low-numbered columns hot (Chung-Lu-like), counter-based.
 ``emptyrows`` a random ``empty_fraction`` of the rows empty, the others Poisson, random columns.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from teaal_loops.matrix.rowwise import MAX_ALPHA, MAX_SKEW, PowerLaw, entry_rows, generate_rows
 
 INT32_MAX = 2**31 - 1
 GRAPH500 = (0.57, 0.19, 0.19)
@@ -47,12 +50,6 @@ def _indptr_from_counts(xp: Any, counts: Any) -> Any:
     indptr = xp.zeros(len(counts) + 1, dtype=xp.int64)
     xp.cumsum(counts, out=indptr[1:])
     return indptr.astype(_offsets_dtype(xp, total))
-
-
-def _row_of_each_entry(xp: Any, indptr: Any, nnz: int) -> Any:
-    """The row of every entry 0..nnz-1 (the last row whose offset is <= the entry)."""
-    entries = xp.arange(nnz, dtype=indptr.dtype)
-    return xp.searchsorted(indptr, entries, side="right").astype(xp.int64) - 1
 
 
 def _from_keys(xp: Any, rs: Any, keys: Any, rows: int, cols: int, dtype: Any) -> Csr:
@@ -83,7 +80,7 @@ def banded(xp: Any, *, rows: int, width: int, seed: int = 0, dtype: Any = "float
     counts = last - first
     indptr = _indptr_from_counts(xp, counts)
     nnz = int(indptr[-1])
-    row = _row_of_each_entry(xp, indptr, nnz)
+    row = entry_rows(xp, indptr.astype(xp.int64), 0, nnz)
     indices = (first[row] + xp.arange(nnz, dtype=xp.int64) - indptr[row]).astype(xp.int32)
     del row
     return indptr, indices, _values(xp, rs, nnz, dtype)
@@ -131,7 +128,7 @@ def _scatter_rows(
     ``row * rows + col`` of ``extra_keys``; square."""
     indptr = _indptr_from_counts(xp, counts)
     total = int(indptr[-1])
-    row = _row_of_each_entry(xp, indptr, total)
+    row = entry_rows(xp, indptr.astype(xp.int64), 0, total)
     cols = rs.randint(0, rows, size=total, dtype=xp.int64)
     keys = row * rows + cols
     del row, cols
@@ -172,21 +169,20 @@ def rmat(
 
 
 def powerlaw(
-    xp: Any, *, rows: int, nnz: int, alpha: float = 1.5, seed: int = 0, dtype: Any = "float32"
+    xp: Any, *, rows: int, nnz: int, alpha: float = 1.5, skew: float = 0.5, seed: int = 0,
+    dtype: Any = "float32",
 ) -> Csr:
-    """Row lengths Pareto distributed (``P(L > t) ~ t^-alpha``, at most ``rows``), scaled to
-    about ``nnz`` in all, at uniformly random columns (square): unlike R-MAT, the long rows'
-    columns are spread, not hot."""
-    if rows < 1 or nnz < 0 or not alpha > 1.0:
-        raise ValueError(f"powerlaw: rows={rows} must be positive, nnz={nnz} non-negative and "
-                         f"alpha={alpha} above 1")
-    rs = xp.random.RandomState(seed)
-    shape = 1.0 - rs.random_sample(rows)  # in (0, 1]
-    lengths = shape ** (-1.0 / alpha)  # Pareto with minimum 1
-    lengths *= nnz / float(lengths.sum())
-    counts = xp.minimum(xp.floor(lengths), rows).astype(xp.int64)
-    del shape, lengths
-    return _scatter_rows(xp, rs, counts, rows, dtype)
+    """The project's power-law graph (:class:`teaal_loops.matrix.rowwise.PowerLaw`, the one
+    the distributed runs use): Pareto(``alpha``) row lengths of mean ``nnz / rows``, column
+    popularity falling as ``(j + 1)^-skew`` (square), made whole on the device."""
+    if rows < 1 or nnz < 0 or not 1.0 < alpha <= MAX_ALPHA or not 0.0 <= skew <= MAX_SKEW:
+        raise ValueError(f"powerlaw: rows={rows} must be positive, nnz={nnz} non-negative, "
+                         f"alpha={alpha} in (1, {MAX_ALPHA:g}] and skew={skew} in [0, "
+                         f"{MAX_SKEW}]")
+    family = PowerLaw(rows, rows, nnz / rows, alpha, skew, seed)
+    indptr, indices, data = generate_rows(family, 0, rows, dtype, xp)
+    data[data == 0] = 0.5  # (zeros would hide unwritten rows)
+    return indptr.astype(_offsets_dtype(xp, int(indptr[-1]))), indices, data
 
 
 def emptyrows(

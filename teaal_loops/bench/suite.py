@@ -12,8 +12,9 @@ Suites (``--suite``, repeatable):
     holds it, generated on the GPU (:mod:`teaal_loops.bench.generate`):
     banded (2**23 rows x 32 a row, 268M nonzeros), uniform (2**23 rows, 134M), rmat (scale 23,
     160M edges before merging duplicates), longrows (2**22 rows, 134M; 128 rows of ~1M),
-    powerlaw (2**23 rows, 134M; Pareto row lengths at random columns) and emptyrows (2**23
-    rows, half of them empty, 134M).
+    powerlaw (2**23 rows, 134M; the project's power-law graph, ``matrix.rowwise.PowerLaw``:
+    Pareto row lengths, hot low-numbered columns) and emptyrows (2**23 rows, half of them
+    empty, 134M).
     ``--large-scale F`` shrinks rows and nonzeros by F (for smoke runs).
 ``smoke``
     The large classes at 1/256 of their size plus three small corpus matrices, for a quick

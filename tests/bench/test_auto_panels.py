@@ -67,6 +67,19 @@ def test_a_band_is_never_far_from_the_diagonal() -> None:
     assert auto.choose(LARGE, H200, value_bytes=8, columns=got).layout is None
 
 
+@pytest.mark.parametrize(
+    ("cold", "far", "layout"),
+    [(0.49, 0.78, "panels:2"),  # the float32 power-law graph: panels paid 1.09x to 1.19x
+     (0.02, 0.66, None),  # R-MAT: its hot columns stay in L2, panels lost
+     (0.75, 0.00, None)],  # banded: a window of x at a time
+)
+def test_the_shares_measured_on_the_large_classes_decide(
+    cold: float, far: float, layout: str | None
+) -> None:
+    columns = ColumnStats(COLS, cold, far)
+    assert auto.choose(LARGE, H200, value_bytes=4, columns=columns).layout == layout
+
+
 @pytest.mark.parametrize(("value_bytes", "panels"), [(4, 2), (8, 3)])
 def test_x_of_32_and_64_mib_take_two_and_three_panels(value_bytes: int, panels: int) -> None:
     choice = auto.choose(LARGE, H200, value_bytes=value_bytes, columns=SPREAD)

@@ -66,16 +66,17 @@ def test_longrows_put_most_nonzeros_in_a_few_rows() -> None:
     assert lengths[8] < 20
 
 
-def test_powerlaw_rows_have_a_heavy_tail_at_spread_columns() -> None:
+def test_powerlaw_is_the_projects_power_law_family_made_whole() -> None:
+    from teaal_loops.matrix.rowwise import PowerLaw, whole_matrix
+
     rows, nnz = 1 << 15, 16 << 15
     indptr, indices, data = generate.powerlaw(np, rows=rows, nnz=nnz, seed=5)
     check_canonical(indptr, indices, data, rows)
     lengths = np.diff(indptr)
-    assert 0.8 * nnz < indptr[-1] <= nnz  # floors and merged duplicates
     assert lengths.max() > 50 * lengths.mean()  # the Pareto tail
-    longest = int(np.argmax(lengths))  # its columns spread over the matrix, unlike R-MAT's
-    cols = indices[indptr[longest]:indptr[longest + 1]]
-    assert cols.min() < rows // 8 and cols.max() > rows - rows // 8
+    want = whole_matrix(PowerLaw(rows, rows, nnz / rows, 1.5, 0.5, 5), np.float32)
+    np.testing.assert_array_equal(indptr, want.indptr)
+    np.testing.assert_array_equal(indices, want.indices)
 
 
 def test_emptyrows_leave_the_fraction_empty() -> None:
@@ -101,5 +102,7 @@ def test_same_seed_same_matrix_and_arguments_are_checked() -> None:
         generate.longrows(np, rows=4, nnz=10, long_rows=5)
     with pytest.raises(ValueError):
         generate.powerlaw(np, rows=4, nnz=10, alpha=1.0)
+    with pytest.raises(ValueError):
+        generate.powerlaw(np, rows=4, nnz=10, skew=1.0)
     with pytest.raises(ValueError):
         generate.emptyrows(np, rows=4, nnz=10, empty_fraction=1.0)
