@@ -44,6 +44,9 @@ DENSE_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     # group_lanes_vec's lanes a row (default 4); 1: a thread a row, no reduction (banded
     # N = 8 on the H200: 2 lanes 81.9 us, 4 lanes 114.0, 8 lanes 221.9: fewer was faster)
     "ROW_LANES": (DEFAULT, 1, 2, 8, 16),
+    # lanes_over_n_vec_rows' run of rows a worker (default 4); 2 won delaunay_n15 and
+    # rgg_n_2_15_s0 at N = 128 on the H200 (14.0 and 20.4 us against 14.9 and 22.4 at 4)
+    "ROWS": (DEFAULT, 2),
 }
 
 

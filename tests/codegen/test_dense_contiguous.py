@@ -1,7 +1,7 @@
 """The contiguous dense placement: ``N: [uniform_shape(S)]`` with ``N1`` in space and ``N0`` in
 time, so each thread owns ``S`` neighbouring columns ``n = slot * S + step`` and, where a row
 of B allows, reads them with 16-byte vector loads (specs/spmm/nonzero_split_vec.yaml,
-lanes_over_n_vec.yaml).
+lanes_over_n_vec.yaml, lanes_over_n_vec_rows.yaml, group_lanes_vec.yaml).
 
 Checked without a GPU: lowering and its refusals, the binding's extents, the slot rule the
 simulation and the reference share, the runtime's choice of the vector build, nvcc on every
@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 SPLIT_VEC = REPO / "specs/spmm/nonzero_split_vec.yaml"
 LANES_VEC = REPO / "specs/spmm/lanes_over_n_vec.yaml"
 GROUP_VEC = REPO / "specs/spmm/group_lanes_vec.yaml"
+ROWS_VEC = REPO / "specs/spmm/lanes_over_n_vec_rows.yaml"
 SPMM = "einsum:\n  declaration: {A: [M, K], B: [K, N], Z: [M, N]}\n" \
     "  expressions: ['Z[m, n] = A[m, k] * B[k, n]']\n"
 
@@ -90,6 +91,19 @@ def test_the_simulation_gives_thread_slot_n_div_s() -> None:
     # thread-mapped: row m's worker is m, its slot for n is n // 4 of DS = 3
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     expected = rows[:, None] * 3 + np.arange(10)[None, :] // 4
+    np.testing.assert_array_equal(owner, expected)
+
+
+def test_a_worker_of_rows_owns_its_run_of_rows() -> None:
+    """lanes_over_n_vec_rows: row m is worker m // ROWS's, its slot for n is n // N_VEC."""
+    schedule = lower(load_spec(ROWS_VEC), params={"ROWS": 3})
+    A = spmm_emu._matrix()
+    bound = bind(schedule, MatrixShape(rows=A.shape[0], cols=A.shape[1], nnz=A.nnz), None, {},
+                 dense_size=10)
+    assert (bound.dense_space, bound.dense_time) == (3, 4)
+    owner = simulate(bound, A, np.ones((A.shape[1], 10))).owner
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    expected = rows[:, None] // 3 * 3 + np.arange(10)[None, :] // 4
     np.testing.assert_array_equal(owner, expected)
 
 
@@ -184,6 +198,11 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("lanes_n32_vec4", LANES_VEC, None, {}, 32, VECTOR4),
     ("lanes_n10_scalar", LANES_VEC, None, {}, 10, ()),
     ("lanes_ell_scalar", LANES_VEC, "ell", {}, 8, ()),
+    # a worker walks ROWS consecutive rows (96 rows: the last run of 5 and of 7 is partial)
+    ("rows_n32_vec4", ROWS_VEC, None, {}, 32, VECTOR4),
+    ("rows5_n32_vec4_store", ROWS_VEC, None, {"ROWS": 5}, 32, VECTOR4 + STORE),
+    ("rows7_n10_scalar", ROWS_VEC, None, {"ROWS": 7}, 10, ()),
+    ("rows2_n16_vec2", ROWS_VEC, None, {"ROWS": 2, "N_VEC": 2}, 16, VECTOR2),
     # a row's ROW_LANES lanes reduce by shuffles; rows shorter than the lanes leave some idle
     ("group_n32_vec4", GROUP_VEC, None, {}, 32, VECTOR4),
     ("group_n16_vec2_lanes8", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2),
@@ -218,7 +237,7 @@ def test_contiguous_kernels_on_the_cpu(case: str) -> None:
 @pytest.mark.skipif(nvcc.NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
 def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
     jobs: list[tuple[Path, str, tuple[str, ...]]] = []
-    for spec in (SPLIT_VEC, LANES_VEC, GROUP_VEC):
+    for spec in (SPLIT_VEC, LANES_VEC, GROUP_VEC, ROWS_VEC):
         for dtype in ("f32", "f64"):
             for layout in (None, "coo", "ell"):
                 if layout == "coo" and spec != SPLIT_VEC:

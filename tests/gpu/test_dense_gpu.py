@@ -43,6 +43,8 @@ SPMM_SPECS: list[tuple[str, Path, dict[str, int]]] = [
     ("nonzero_split_vec8", REPO / "specs/spmm/nonzero_split_vec.yaml",
      {"NNZ_PER_WORKER": 5, "N_VEC": 8}),
     ("lanes_over_n_vec", REPO / "specs/spmm/lanes_over_n_vec.yaml", {}),
+    # a worker walks 3 consecutive rows (the last run partial on every matrix below)
+    ("lanes_over_n_vec_rows", REPO / "specs/spmm/lanes_over_n_vec_rows.yaml", {"ROWS": 3}),
     ("group_lanes_vec", REPO / "specs/spmm/group_lanes_vec.yaml", {}),
     ("group_lanes_vec8", REPO / "specs/spmm/group_lanes_vec.yaml", {"ROW_LANES": 8, "N_VEC": 8}),
     ("group_lanes_vec1", REPO / "specs/spmm/group_lanes_vec.yaml", {"ROW_LANES": 1}),
