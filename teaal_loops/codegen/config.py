@@ -191,6 +191,13 @@ class KernelConfig:
         return (get_layout(self.layout).params + self.schedule_params() + FORM_PARAMS[self.form]
                 + self.trailing_params())
 
+    @property
+    def may_accumulate(self) -> bool:
+        """Whether launches of this mapping may add into a zeroed output: it combines split
+        tiles atomically, or the layout's tiles share output rows (stacked). Whether one
+        binding's launches do is :meth:`zeroes_output`."""
+        return self.schedule.combine is Combine.ATOMIC or get_layout(self.layout).stacked
+
     def zeroes_output(self, bound: BoundSchedule) -> bool:
         """Whether the output must be zero before a launch: the schedule adds into it (its
         combine, for this binding), or the layout's tiles share output rows (stacked)."""

@@ -25,6 +25,7 @@ from teaal_loops.layouts import dia  # noqa: F401
 from teaal_loops.layouts import panels  # noqa: F401
 # isort: on
 from teaal_loops.layouts.contract import (
+    DEVICE_BUILD_BYTES_PER_NONZERO,
     Entries,
     LayoutDefinition,
     Packed,
@@ -65,6 +66,7 @@ from teaal_loops.types import KernelParam
 mark_builtin()
 
 __all__ = [
+    "DEVICE_BUILD_BYTES_PER_NONZERO",
     "ENTRY_POINT_GROUP",
     "PADDING_LIMIT",
     "Entries",

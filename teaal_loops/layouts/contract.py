@@ -114,6 +114,10 @@ EntryLister = Callable[[Any, "str | None"], Entries]
 # (array module, CSR indptr, indices, values, (rows, cols), option text or None) -> kernel
 # arrays by name, built where the CSR arrays are (CuPy: on the GPU)
 DeviceBuilder = Callable[[Any, Any, Any, Any, "tuple[int, int]", "str | None"], dict[str, Any]]
+# The most transient device memory a DeviceBuilder may take a nonzero, beside the validated CSR
+# it reads: six 8-byte words (the panels builder's sort order, row ids, tile keys and the arrays
+# in their new order). The runtime checks that much is free before it calls one.
+DEVICE_BUILD_BYTES_PER_NONZERO = 48
 # (format, tile rank, atom rank) -> does this TeAAL format describe the layout?
 FormatMatcher = Callable[[TensorFormat, str, str], bool]
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from teaal_loops.errors import DeviceError, LayoutError, MatrixError
 from teaal_loops.layouts import (
+    DEVICE_BUILD_BYTES_PER_NONZERO,
     build_options,
     check_fits_device,
     get_layout,
@@ -393,9 +394,8 @@ def _device_or_host_layout(
     csr = to_device_csr(A, dtype, 64, layout=layout)  # validated as CSR; 64-bit offsets
     cupy = cupy_module()
     rows, cols, nnz = csr.shape.rows, csr.shape.cols, csr.shape.nnz
-    # panels' transient beside the CSR: sort order, row ids, tile keys, the arrays in their new
-    # order (about six 8-byte words a nonzero)
-    ensure_fits(48 * nnz, f"building the {layout} layout of a matrix of {nnz} nonzeros")
+    ensure_fits(DEVICE_BUILD_BYTES_PER_NONZERO * nnz,
+                f"building the {layout} layout of a matrix of {nnz} nonzeros")
     built = definition.device_build(
         cupy, csr.arrays["indptr"], csr.arrays["indices"], csr.arrays["values"],
         (rows, cols), option,

@@ -23,7 +23,7 @@ from teaal_loops.codegen.config import KernelConfig, make_config, normalize_dtyp
 from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
 from teaal_loops.ir.dense import run_length
-from teaal_loops.ir.model import BoundSchedule, Combine, Schedule
+from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import get_layout
 from teaal_loops.runtime import backend, epilogue
 from teaal_loops.runtime.dense_launch import DenseLaunch
@@ -157,7 +157,7 @@ class Kernel:
         do is ``prepared.accumulates``: merge-path SpMV of few blocks carries its split rows
         and stores every row (no zeroing) although its mapping combines atomically. A stacked
         layout (column panels) adds every tile into its row, so it accumulates too."""
-        return self.schedule.combine is Combine.ATOMIC or get_layout(self.layout).stacked
+        return self._nominal.may_accumulate
 
     @property
     def source(self) -> str:
