@@ -36,8 +36,9 @@ DENSE_SWEEPS: Mapping[str, tuple[int | str, ...]] = {
     "WORK_PER_THREAD": (DEFAULT, 1),
     # nonzero_split's chunk: latency against search cost and split-row atomics. 12, 24 and 48
     # won power-law graphs on the H200 (pubmed N = 32 18.6 -> 16.0 us at 12, email-Enron
-    # N = 128 60.6 -> 55.7 at 24, ca-AstroPh N = 32 28.4 -> 23.3 at 48; BENCHMARKS.md)
-    "NNZ_PER_WORKER": (DEFAULT, 8, 12, 24, 48, 128),
+    # N = 128 60.6 -> 55.7 at 24, ca-AstroPh N = 32 28.4 -> 23.3 at 48; BENCHMARKS.md); 64
+    # with 4 atoms loaded ahead on the H100 (ego-Twitter N = 32 72.2 -> 69.1 us against 32)
+    "NNZ_PER_WORKER": (DEFAULT, 8, 12, 24, 48, 64, 128),
     # SDDMM runs' step: 16 (4 threads an atom, 2 runs each at K = 32) won 24 of 60 H100 cases
     # against the default 32 (8 threads), most at K = 32 (BENCHMARKS.md)
     "K_STEP": (DEFAULT, 16),

@@ -41,6 +41,18 @@ SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
 ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
 ATOMS_AHEAD = 8
 ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
+# Vector launches (one block of 16-byte runs) of workers sharing a warp load 4 atoms ahead
+# where the shuffled walk below is not built: a worker's threads then have 4 gathers of B in
+# flight whatever rows the atoms fall in, where the plain walk's unrolled loads stop at every
+# row's end. On the H100 (chunks of 12 to 128 atoms, 10 matrices) it took 0.73 to 0.99x the
+# plain walk's time at N = 32 in float32 (8 threads a worker: ego-Twitter 88.2 -> 69.1 us at
+# 64 atoms, R-MAT scale 20 627.6 -> 604.6 at 32), 0.45 to 1.01x at N = 8 (2 threads:
+# email-Enron 18.7 -> 12.4 at 12, long rows 539.7 -> 465.7 at 32) and 0.69 to 1.06x at N = 32
+# in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
+# ahead (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us); with one worker a warp
+# (N = 128) the plain walk won as often as it lost. BENCHMARKS.md has the runs.
+VECTOR_AHEAD = 4
+VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
 WARP_THREADS = 32
 # The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
 # group's columns and values by shuffles). Built for the vector launches (one block of 16-byte
@@ -161,14 +173,20 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     :func:`sampled_vector`: 1, its dot products read so); and, for a vector launch of
     :data:`SHUFFLED_SPACES` threads a worker whose dense input is ``resident`` (fits in half
     the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
-    chunk, the walk ahead with loads shared by shuffles. A vector launch's slots all lie inside
+    chunk, the walk ahead with loads shared by shuffles; for other vector launches of workers
+    sharing a warp, :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
     the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
     too. Asked at every dense launch, so remembered."""
     long_chunk = chunk > ATOMS_AHEAD
-    shuffled = (resident and vector > 1 and time == vector and space in SHUFFLED_SPACES
+    one_vector = vector > 1 and time == vector
+    shuffled = (resident and one_vector and space in SHUFFLED_SPACES
                 and long_chunk and 0 < mean_atoms * 2 <= chunk)
-    ahead = shuffled or (time == 1 and space < WARP_THREADS and long_chunk)
+    ahead = 0
+    if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
+        ahead = ATOMS_AHEAD
+    elif one_vector and space < WARP_THREADS and chunk > VECTOR_AHEAD:
+        ahead = VECTOR_AHEAD
     return _dense_options(source, time == 1, ahead, vector, shuffled, store)
 
 
@@ -179,14 +197,14 @@ def fits_in_l2(operand: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=128)
-def _dense_options(source: str, one_step: bool, ahead: bool, vector: int,
+def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
                    shuffled: bool = False, store: bool = False) -> tuple[str, ...]:
-    # (a string caches its hash: a hit costs no scan of the source)
+    # (a string caches its hash: a hit costs no scan of the source; ahead: atoms, 0 none)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
         options += (SINGLE_STEP_OPTION,)
     if ahead and ATOMS_AHEAD_MACRO in source:
-        options += (ATOMS_AHEAD_OPTION,)
+        options += (f"-D{ATOMS_AHEAD_MACRO}={ahead}",)
         if shuffled:
             options += (ATOMS_SHUFFLED_OPTION,)
     if vector and DENSE_VECTOR_MACRO in source:

@@ -92,10 +92,12 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
         "lanes_over_n_vec", "lanes_over_n_vec_rows", "lanes_over_n_vec_rows[ROWS=2]",
         "nonzero_split", "nonzero_split[NNZ_PER_WORKER=8]",
         "nonzero_split[NNZ_PER_WORKER=12]", "nonzero_split[NNZ_PER_WORKER=24]",
-        "nonzero_split[NNZ_PER_WORKER=48]", "nonzero_split[NNZ_PER_WORKER=128]",
+        "nonzero_split[NNZ_PER_WORKER=48]", "nonzero_split[NNZ_PER_WORKER=64]",
+        "nonzero_split[NNZ_PER_WORKER=128]",
         "nonzero_split_vec", "nonzero_split_vec[NNZ_PER_WORKER=8]",
         "nonzero_split_vec[NNZ_PER_WORKER=12]", "nonzero_split_vec[NNZ_PER_WORKER=24]",
-        "nonzero_split_vec[NNZ_PER_WORKER=48]", "nonzero_split_vec[NNZ_PER_WORKER=128]"]
+        "nonzero_split_vec[NNZ_PER_WORKER=48]", "nonzero_split_vec[NNZ_PER_WORKER=64]",
+        "nonzero_split_vec[NNZ_PER_WORKER=128]"]
     assert all(v.layout == "csr" for v in library["spmm"])
     if loops.is_file():
         given, _ = plan.kernel_variants([loops], ("spmm",))

@@ -167,8 +167,8 @@ def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
     assert backend.vector_steps(contiguous, time, size, operand) == steps
     source = _source(SPLIT_VEC)
     options = backend.dense_options(source, 8, time, chunk=32, vector=steps)
-    if steps:
-        assert options == ("-DTEAAL_DENSE_VECTOR=1", f"-DTEAAL_DENSE_BLOCK={steps}")
+    if steps:  # one block of vector loads, workers sharing a warp: 4 atoms ahead too
+        assert options == AHEAD4 + ("-DTEAAL_DENSE_VECTOR=1", f"-DTEAAL_DENSE_BLOCK={steps}")
     else:
         assert not any("VECTOR" in o for o in options)
 
@@ -177,6 +177,7 @@ VECTOR4 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4")
 VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
 STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # backend.dense_options(store=True): Z aligned too
 SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # backend.dense_options
+AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # backend.VECTOR_AHEAD_OPTION: the other vector launches
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
 # than N with scalar loads; ELL (padded atoms) through the layout's accumulate.
@@ -191,6 +192,13 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("split_n16_vec2_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 13, "N_VEC": 2}, 16,
      VECTOR2 + SHUFFLED),
     ("split_n8_vec2", SPLIT_VEC, None, {"NNZ_PER_WORKER": 7, "N_VEC": 2}, 8, VECTOR2),
+    # the walk 4 atoms ahead, loads not shared: chunks of 10 end in a partial group, rows
+    # end inside groups (runs of 4 float32 at N = 32, two threads a worker at N = 8)
+    ("split_n32_vec4_ahead4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 10}, 32, VECTOR4 + AHEAD4),
+    ("split_n8_vec4_ahead4_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 10}, 8,
+     VECTOR4 + AHEAD4 + STORE),
+    ("split_n16_vec2_ahead4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 6, "N_VEC": 2}, 16,
+     VECTOR2 + AHEAD4),
     ("split_n30_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 30, ()),
     ("split_n3_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 3}, 3, ()),
     ("split_coo_vec4", SPLIT_VEC, "coo", {"NNZ_PER_WORKER": 6}, 16, VECTOR4),
@@ -252,10 +260,12 @@ def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
                                      ("v8", ("-DTEAAL_DENSE_VECTOR=1",
                                              "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1")),
                                      ("v4s", VECTOR4 + SHUFFLED),
+                                     ("v4a4", VECTOR4 + AHEAD4),
+                                     ("v2a4t", VECTOR2 + AHEAD4 + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v4st", VECTOR4 + STORE),
                                      ("v2sst", VECTOR2 + SHUFFLED + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v2s", VECTOR2 + SHUFFLED + ("-DTEAAL_TRACE=1",))):
-                    if "SHUFFLED" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
+                    if "ATOMS" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
                         continue  # a walk with no loads ahead (thread-mapped, ELL)
                     path = tmp_path / f"{name}.{tag}.cu"
                     path.write_text(source)

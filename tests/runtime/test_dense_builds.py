@@ -2,7 +2,8 @@
 step for register-blocked SpMM kernels whose threads take one dense step
 (backend.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
 warp and take one step (backend.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
-launches whose B sits in the L2 (backend.ATOMS_SHUFFLED_OPTION). Without a GPU, a stand-in CuPy
+launches whose B sits in the L2 (backend.ATOMS_SHUFFLED_OPTION), 4 atoms ahead in the other vector
+launches of workers sharing a warp (backend.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in CuPy
 records the compile options, so the tests see which build each launch asks for."""
 
 from __future__ import annotations
@@ -93,29 +94,35 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
     assert backend.SINGLE_STEP_OPTION in one_group
 
 
-@pytest.mark.parametrize(("space", "time", "vector", "resident", "chunk", "mean", "shuffled"), [
-    (8, 4, 4, True, 32, 4, True),  # N = 32, runs of 4 float32: 8 threads a worker
-    (16, 4, 4, True, 32, 16, True),  # N = 64; rows of half a chunk
-    (8, 2, 2, True, 32, 4, True),  # runs of 2 float64
-    (8, 4, 4, True, 32, 17, False),  # rows longer than half a chunk
-    (8, 4, 4, False, 32, 4, False),  # B larger than half the L2
-    (32, 4, 4, True, 32, 4, False),  # one worker a warp
-    (4, 4, 4, True, 32, 4, False),  # fewer threads than a group's atoms
-    (8, 4, 0, True, 32, 4, False),  # no vector build (misaligned B)
-    (8, 4, 4, True, 8, 4, False),  # a chunk of one group
-])
-def test_vector_spmm_shares_its_atom_loads_where_chunks_span_rows_and_b_sits_in_l2(
+@pytest.mark.parametrize(
+    ("space", "time", "vector", "resident", "chunk", "mean", "shuffled", "four_ahead"), [
+        (8, 4, 4, True, 32, 4, True, False),  # N = 32, runs of 4 float32: 8 threads a worker
+        (16, 4, 4, True, 32, 16, True, False),  # N = 64; rows of half a chunk
+        (8, 2, 2, True, 32, 4, True, False),  # runs of 2 float64
+        (8, 4, 4, True, 32, 17, False, True),  # rows longer than half a chunk
+        (8, 4, 4, False, 32, 4, False, True),  # B larger than half the L2
+        (32, 4, 4, True, 32, 4, False, False),  # one worker a warp
+        (4, 4, 4, True, 32, 4, False, True),  # fewer threads than a group's atoms
+        (8, 4, 0, True, 32, 4, False, False),  # no vector build (misaligned B)
+        (8, 4, 4, True, 8, 4, False, True),  # a chunk of one group of 8, two of 4
+        (8, 4, 4, True, 4, 1, False, False),  # a chunk of one group of 4
+        (8, 8, 4, False, 32, 4, False, False),  # two blocks of vector loads
+    ])
+def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_in_l2(
     fake: FakeCupy, space: int, time: int, vector: int, resident: bool, chunk: int, mean: int,
-    shuffled: bool,
+    shuffled: bool, four_ahead: bool,
 ) -> None:
     """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
-    chunks longer than a group and at least twice a mean row, B resident in the L2; the plain
+    chunks longer than a group and at least twice a mean row, B resident in the L2; 4 atoms
+    ahead in the other vector launches of one block whose workers share a warp; the plain
     vector build elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
     options = kernel.function(prepared, dense=(space, time, vector, False), resident=resident).options
     assert (backend.ATOMS_SHUFFLED_OPTION in options) == shuffled
     assert (backend.ATOMS_AHEAD_OPTION in options) == shuffled
+    assert (backend.VECTOR_AHEAD_OPTION in options) == four_ahead
+    assert sum(o.startswith("-DTEAAL_ATOMS_AHEAD=") for o in options) == int(shuffled or four_ahead)
     if shuffled:
         assert f"-DTEAAL_DENSE_BLOCK={vector}" in options
     # SDDMM's and the thread-mapped sources have no such walk
