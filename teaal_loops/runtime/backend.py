@@ -49,8 +49,11 @@ ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 # 64 atoms, R-MAT scale 20 627.6 -> 604.6 at 32), 0.45 to 1.01x at N = 8 (2 threads:
 # email-Enron 18.7 -> 12.4 at 12, long rows 539.7 -> 465.7 at 32) and 0.69 to 1.06x at N = 32
 # in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
-# ahead (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us); with one worker a warp
-# (N = 128) the plain walk won as often as it lost. BENCHMARKS.md has the runs.
+# ahead in 10 of 15 cases (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us). With one
+# worker a warp (N = 128) the plain walk won 13 of 30 cases, so there it is built only where
+# B sits in half the L2 and a mean row is at most half a chunk: 8 wins (email-Enron 63.0 ->
+# 51.6 us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses (dnn_n1024-l1 and
+# bcsstk13, whose best variant is another spec). BENCHMARKS.md has the runs.
 VECTOR_AHEAD = 4
 VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
 WARP_THREADS = 32
@@ -174,7 +177,8 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     :data:`SHUFFLED_SPACES` threads a worker whose dense input is ``resident`` (fits in half
     the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
     chunk, the walk ahead with loads shared by shuffles; for other vector launches of workers
-    sharing a warp, :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
+    sharing a warp, and of one worker a warp under the resident, short-row condition,
+    :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
     the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
     too. Asked at every dense launch, so remembered."""
@@ -185,7 +189,8 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     ahead = 0
     if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
         ahead = ATOMS_AHEAD
-    elif one_vector and space < WARP_THREADS and chunk > VECTOR_AHEAD:
+    elif one_vector and chunk > VECTOR_AHEAD and (
+            space < WARP_THREADS or (resident and 0 < mean_atoms * 2 <= chunk)):
         ahead = VECTOR_AHEAD
     return _dense_options(source, time == 1, ahead, vector, shuffled, store)
 

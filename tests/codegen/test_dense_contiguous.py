@@ -199,6 +199,7 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
      VECTOR4 + AHEAD4 + STORE),
     ("split_n16_vec2_ahead4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 6, "N_VEC": 2}, 16,
      VECTOR2 + AHEAD4),
+    ("split_n128_vec4_ahead4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 10}, 128, VECTOR4 + AHEAD4),
     ("split_n30_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 30, ()),
     ("split_n3_scalar", SPLIT_VEC, None, {"NNZ_PER_WORKER": 3}, 3, ()),
     ("split_coo_vec4", SPLIT_VEC, "coo", {"NNZ_PER_WORKER": 6}, 16, VECTOR4),

@@ -101,7 +101,9 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
         (8, 2, 2, True, 32, 4, True, False),  # runs of 2 float64
         (8, 4, 4, True, 32, 17, False, True),  # rows longer than half a chunk
         (8, 4, 4, False, 32, 4, False, True),  # B larger than half the L2
-        (32, 4, 4, True, 32, 4, False, False),  # one worker a warp
+        (32, 4, 4, True, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
+        (32, 4, 4, True, 32, 17, False, False),  # one worker a warp, rows over half a chunk
+        (32, 4, 4, False, 32, 4, False, False),  # one worker a warp, B larger than the L2
         (4, 4, 4, True, 32, 4, False, True),  # fewer threads than a group's atoms
         (8, 4, 0, True, 32, 4, False, False),  # no vector build (misaligned B)
         (8, 4, 4, True, 8, 4, False, True),  # a chunk of one group of 8, two of 4
@@ -114,8 +116,9 @@ def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_
 ) -> None:
     """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
     chunks longer than a group and at least twice a mean row, B resident in the L2; 4 atoms
-    ahead in the other vector launches of one block whose workers share a warp; the plain
-    vector build elsewhere."""
+    ahead in the other vector launches of one block whose workers share a warp, and in those
+    of one worker a warp under the same resident, short-row condition; the plain vector build
+    elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
     options = kernel.function(prepared, dense=(space, time, vector, False), resident=resident).options
