@@ -190,7 +190,8 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
         ahead = ATOMS_AHEAD
     elif one_vector and chunk > VECTOR_AHEAD and (
-            space < WARP_THREADS or (resident and 0 < mean_atoms * 2 <= chunk)):
+            space < WARP_THREADS
+            or (space == WARP_THREADS and resident and 0 < mean_atoms * 2 <= chunk)):
         ahead = VECTOR_AHEAD
     return _dense_options(source, time == 1, ahead, vector, shuffled, store)
 

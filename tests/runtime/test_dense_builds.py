@@ -104,6 +104,7 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
         (32, 4, 4, True, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
         (32, 4, 4, True, 32, 17, False, False),  # one worker a warp, rows over half a chunk
         (32, 4, 4, False, 32, 4, False, False),  # one worker a warp, B larger than the L2
+        (64, 4, 4, True, 32, 4, False, False),  # a worker of two warps: not measured
         (4, 4, 4, True, 32, 4, False, True),  # fewer threads than a group's atoms
         (8, 4, 0, True, 32, 4, False, False),  # no vector build (misaligned B)
         (8, 4, 4, True, 8, 4, False, True),  # a chunk of one group of 8, two of 4
