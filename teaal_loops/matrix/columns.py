@@ -3,8 +3,9 @@
 ``auto``'s rule T3 (column panels) reads them, and only for large matrices whose x passes its
 size test: a column histogram (the share of the nonzeros outside x's hottest
 ``RESIDENT_BYTES``) and each nonzero's distance from its row's place on the diagonal. Both
-run with the array module the caller passes (CuPy on the device, NumPy on the host), in
-chunks; this package never imports CuPy itself.
+run with the array module the caller passes (CuPy on the device, NumPy on the host): the
+histogram in one pass (a counter a column), the distances in chunks; this package never
+imports CuPy itself.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def column_stats_of(
 ) -> ColumnStats:
     """:class:`ColumnStats` from CSR arrays held by array module ``xp`` (CuPy on the device,
     NumPy on the host): a column histogram, and each nonzero's distance from its row's place
-    on the diagonal, in chunks of :data:`COLUMN_CHUNK` nonzeros."""
+    on the diagonal in chunks of :data:`COLUMN_CHUNK` nonzeros (the transient memory of
+    their row ids)."""
     rows, cols = (int(n) for n in shape)
     nnz = int(indices.size)
     hottest = RESIDENT_BYTES // int(value_bytes)
