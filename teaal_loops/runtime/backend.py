@@ -184,14 +184,14 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     too. Asked at every dense launch, so remembered."""
     long_chunk = chunk > ATOMS_AHEAD
     one_vector = vector > 1 and time == vector
-    shuffled = (resident and one_vector and space in SHUFFLED_SPACES
-                and long_chunk and 0 < mean_atoms * 2 <= chunk)
+    # B in the L2 and chunks spanning two rows or more on average
+    resident_short_rows = resident and 0 < mean_atoms * 2 <= chunk
+    shuffled = one_vector and space in SHUFFLED_SPACES and long_chunk and resident_short_rows
     ahead = 0
     if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
         ahead = ATOMS_AHEAD
     elif one_vector and chunk > VECTOR_AHEAD and (
-            space < WARP_THREADS
-            or (space == WARP_THREADS and resident and 0 < mean_atoms * 2 <= chunk)):
+            space < WARP_THREADS or (space == WARP_THREADS and resident_short_rows)):
         ahead = VECTOR_AHEAD
     return _dense_options(source, time == 1, ahead, vector, shuffled, store)
 
