@@ -46,7 +46,7 @@ typedef value_t* __restrict__ YVec;
 
 #define TEAAL_K_UNROLL 4  // steps of the K loop whose loads are in flight together
 // The runtime builds with TEAAL_DENSE_VECTOR = 1 where both factors run along K with unit
-// stride and every row of U and column of V starts 16-byte aligned (backend.sampled_vector):
+// stride and every row of U and column of V starts 16-byte aligned (dense_builds.sampled_vector):
 // the lanes' runs (teaal_lane_dot) then read them with 16-byte loads, in the same order.
 #ifndef TEAAL_DENSE_VECTOR
 #define TEAAL_DENSE_VECTOR 0
@@ -109,7 +109,7 @@ static_assert(TEAAL_K_LANES >= 2 && TEAAL_K_LANES <= 32 && (TEAAL_K_LANES & (TEA
 // order. A warp-wide step reads S neighbouring runs of the row of U and of the column of V
 // (u_k = v_k = 1: U row-major, V stored [N, K]). Built with
 // TEAAL_DENSE_VECTOR = 1 (unit strides, 16-byte aligned rows, K a multiple of R and a run a
-// multiple of 16 bytes: backend.sampled_vector), a run is read by 16-byte loads.
+// multiple of 16 bytes: dense_builds.sampled_vector), a run is read by 16-byte loads.
 __device__ __forceinline__ value_t teaal_lane_dot(const TeaalFactors& F, const value_t* urow,
                                                   const value_t* vcol, int k0) {
   value_t sum = 0;

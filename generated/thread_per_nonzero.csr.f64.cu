@@ -42,7 +42,7 @@ typedef value_t* __restrict__ YVec;
 
 #define TEAAL_K_UNROLL 4  // steps of the K loop whose loads are in flight together
 // The runtime builds with TEAAL_DENSE_VECTOR = 1 where both factors run along K with unit
-// stride and every row of U and column of V starts 16-byte aligned (backend.sampled_vector):
+// stride and every row of U and column of V starts 16-byte aligned (dense_builds.sampled_vector):
 // dot() then reads them with 16-byte loads, summing the same products in the same order.
 #ifndef TEAAL_DENSE_VECTOR
 #define TEAAL_DENSE_VECTOR 0

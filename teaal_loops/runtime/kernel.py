@@ -25,7 +25,7 @@ from teaal_loops.errors import MatrixError
 from teaal_loops.ir.dense import run_length
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import get_layout
-from teaal_loops.runtime import backend, epilogue
+from teaal_loops.runtime import backend, dense_builds, epilogue
 from teaal_loops.runtime.dense_launch import DenseLaunch
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
@@ -258,12 +258,12 @@ class Kernel:
         worker along the dense rank, steps each takes, steps read by vector loads or 0, whether
         its outputs take vector stores), whose
         build options follow from them, the bound chunk size, the matrix's mean atoms a tile
-        and whether the dense input is ``resident`` in the L2 (backend.dense_options: blocks
+        and whether the dense input is ``resident`` in the L2 (dense_builds.dense_options: blocks
         of one step, atoms loaded ahead, their loads shared, vector loads)."""
         options: tuple[str, ...] = ()
         if dense is not None:
             bound = prepared.bound
-            options = backend.dense_options(
+            options = dense_builds.dense_options(
                 prepared.source, dense[0], dense[1], chunk=bound.work_per_thread,
                 vector=dense[2], resident=resident,
                 mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1), store=dense[3])
@@ -514,12 +514,12 @@ class Kernel:
         resident = store = False
         if self.schedule.form.kind == "sddmm":
             u, v = call.arrays
-            vector = backend.sampled_vector(u, v, run=run_length(self.schedule))
+            vector = dense_builds.sampled_vector(u, v, run=run_length(self.schedule))
         else:
-            vector = backend.vector_steps(bool(dense and dense.contiguous), time, call.size,
+            vector = dense_builds.vector_steps(bool(dense and dense.contiguous), time, call.size,
                                           call.arrays[0])
-            resident = bool(vector) and backend.fits_in_l2(call.arrays[0])
-            store = backend.vector_store(
+            resident = bool(vector) and dense_builds.fits_in_l2(call.arrays[0])
+            store = dense_builds.vector_store(
                 vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,
                 longest_row=prepared.bound.matrix.max_row)
         fn = self.function(prepared, trace=owner is not None,

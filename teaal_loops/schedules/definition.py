@@ -72,7 +72,7 @@ class ScheduleDefinition:
     # Schedules whose workers own fixed shares of atoms rather than whole tiles.
     owns_chunks: ClassVar[bool] = False
     # One thread walks every atom of its tiles alone, so the longest tile sets its time
-    # (the runtime's SpMM vector stores are kept to short tiles there: backend.vector_store).
+    # (the runtime's SpMM vector stores are kept to short tiles there: dense_builds.vector_store).
     walks_whole_tiles: ClassVar[bool] = False
 
     # -- recognising and lowering a spec's mapping ---------------------------------------

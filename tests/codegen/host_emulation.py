@@ -128,7 +128,7 @@ int main(int argc, char** argv) {{
 
 def build(cfg: KernelConfig, options: tuple[str, ...] = ()) -> Path:
     """The kernel with its driver, compiled; ``options``: the runtime's build options of a
-    launch (``-DNAME=VALUE``, backend.dense_options), passed to g++ as they are to NVRTC."""
+    launch (``-DNAME=VALUE``, dense_builds.dense_options), passed to g++ as they are to NVRTC."""
     source = render(cfg) + "\n#include <vector>\n" + _driver(cfg)
     key = hashlib.sha256("\0".join((source, *options)).encode()).hexdigest()[:16]
     with _key_locks_guard:  # tests build in threads: one build a source, the others wait

@@ -22,7 +22,7 @@ import pytest
 from teaal_loops.errors import SpecError, TeaalLoopsError
 from teaal_loops.ir.dense import dense_slots
 from teaal_loops.lowering import lower, simulate
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import dense_builds
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec, load_spec_string
 from teaal_loops.types import MatrixShape
@@ -124,27 +124,27 @@ def _operand(itemsize: int, shape: tuple[int, int], row_bytes: int, ptr: int,
 
 
 def test_vector_stores_need_a_vector_build_and_aligned_row_major_output_rows() -> None:
-    """backend.vector_store: Z row-major, rows 16-byte aligned, and a vector build; the option
+    """dense_builds.vector_store: Z row-major, rows 16-byte aligned, and a vector build; the option
     is emitted only with the vector build's options and only into SpMM sources."""
     aligned = _operand(4, (9, 32), 128, 4096)
-    assert backend.vector_store(4, aligned)
-    assert not backend.vector_store(0, aligned)  # no vector build (B misaligned)
-    assert not backend.vector_store(4, _operand(4, (9, 32), 4, 4096, 36))  # column-major
-    assert not backend.vector_store(4, _operand(4, (9, 32), 132, 4096))  # rows 33 apart
-    assert not backend.vector_store(4, _operand(4, (9, 32), 128, 4100))  # base misaligned
+    assert dense_builds.vector_store(4, aligned)
+    assert not dense_builds.vector_store(0, aligned)  # no vector build (B misaligned)
+    assert not dense_builds.vector_store(4, _operand(4, (9, 32), 4, 4096, 36))  # column-major
+    assert not dense_builds.vector_store(4, _operand(4, (9, 32), 132, 4096))  # rows 33 apart
+    assert not dense_builds.vector_store(4, _operand(4, (9, 32), 128, 4100))  # base misaligned
     # a thread walking whole rows (thread-mapped) stores by vectors only where rows are short
-    limit = backend.THREAD_STORE_MAX_ROW
-    assert backend.vector_store(4, aligned, walks_rows=True, longest_row=limit)
-    assert not backend.vector_store(4, aligned, walks_rows=True, longest_row=limit + 1)
-    assert not backend.vector_store(4, aligned, walks_rows=True)  # longest row unknown
-    assert backend.vector_store(4, aligned, walks_rows=False, longest_row=10 * limit)
+    limit = dense_builds.THREAD_STORE_MAX_ROW
+    assert dense_builds.vector_store(4, aligned, walks_rows=True, longest_row=limit)
+    assert not dense_builds.vector_store(4, aligned, walks_rows=True, longest_row=limit + 1)
+    assert not dense_builds.vector_store(4, aligned, walks_rows=True)  # longest row unknown
+    assert dense_builds.vector_store(4, aligned, walks_rows=False, longest_row=10 * limit)
     source = _source(SPLIT_VEC)
-    assert backend.dense_options(source, 8, 4, vector=4, store=True) == \
+    assert dense_builds.dense_options(source, 8, 4, vector=4, store=True) == \
         VECTOR4 + STORE
-    assert backend.dense_options(source, 8, 4, vector=0, store=True) == ()
+    assert dense_builds.dense_options(source, 8, 4, vector=0, store=True) == ()
     sddmm = _source(REPO / "specs/sddmm/thread_per_nonzero.yaml")
     assert "TEAAL_DENSE_VECTOR_STORE" not in sddmm
-    assert backend.dense_options(sddmm, 1, 32, vector=1, store=True) == \
+    assert dense_builds.dense_options(sddmm, 1, 32, vector=1, store=True) == \
         ("-DTEAAL_DENSE_VECTOR=1",)
 
 
@@ -164,9 +164,9 @@ def test_vector_stores_need_a_vector_build_and_aligned_row_major_output_rows() -
 def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
     contiguous: bool, time: int, size: int, operand: Any, steps: int
 ) -> None:
-    assert backend.vector_steps(contiguous, time, size, operand) == steps
+    assert dense_builds.vector_steps(contiguous, time, size, operand) == steps
     source = _source(SPLIT_VEC)
-    options = backend.dense_options(source, 8, time, chunk=32, vector=steps)
+    options = dense_builds.dense_options(source, 8, time, chunk=32, vector=steps)
     if steps:  # one block of vector loads, workers sharing a warp: 4 atoms ahead too
         assert options == AHEAD4 + ("-DTEAAL_DENSE_VECTOR=1", f"-DTEAAL_DENSE_BLOCK={steps}")
     else:
@@ -175,9 +175,9 @@ def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
 
 VECTOR4 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4")
 VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
-STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # backend.dense_options(store=True): Z aligned too
-SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # backend.dense_options
-AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # backend.VECTOR_AHEAD_OPTION: the other vector launches
+STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # dense_builds.dense_options(store=True): Z aligned too
+SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # dense_builds.dense_options
+AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # dense_builds.VECTOR_AHEAD_OPTION: the other vector launches
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
 # than N with scalar loads; ELL (padded atoms) through the layout's accumulate.

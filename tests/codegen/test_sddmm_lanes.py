@@ -350,20 +350,20 @@ def test_spmm_takes_one_split_of_its_dense_rank(
 def test_runs_read_by_vector_loads_only_where_whole_runs_of_16_bytes_are_aligned() -> None:
     from types import SimpleNamespace
 
-    from teaal_loops.runtime import backend
+    from teaal_loops.runtime import dense_builds
 
     def arr(shape: tuple[int, int], strides: tuple[int, int], itemsize: int = 4) -> object:
         return SimpleNamespace(dtype=np.dtype(f"f{itemsize}"), shape=shape, strides=strides,
                                data=SimpleNamespace(ptr=4096))
 
     u, v_t = arr((9, 32), (128, 4)), arr((32, 9), (4, 128))
-    assert backend.sampled_vector(u, v_t, run=4) == 1  # 16-byte runs
-    assert backend.sampled_vector(arr((9, 36), (144, 4)), arr((36, 9), (4, 144)), run=8) == 0
-    assert backend.sampled_vector(u, v_t, run=2) == 0  # 8-byte runs
-    assert backend.sampled_vector(arr((9, 32), (256, 8), 8), arr((32, 9), (8, 256), 8),
+    assert dense_builds.sampled_vector(u, v_t, run=4) == 1  # 16-byte runs
+    assert dense_builds.sampled_vector(arr((9, 36), (144, 4)), arr((36, 9), (4, 144)), run=8) == 0
+    assert dense_builds.sampled_vector(u, v_t, run=2) == 0  # 8-byte runs
+    assert dense_builds.sampled_vector(arr((9, 32), (256, 8), 8), arr((32, 9), (8, 256), 8),
                                   run=2) == 1  # one double2 a run
     source = render(make_config(lower(load_spec(RUNS_SPEC))))
-    assert backend.dense_options(source, 8, 4, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)
+    assert dense_builds.dense_options(source, 8, 4, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")

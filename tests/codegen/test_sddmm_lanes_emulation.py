@@ -77,7 +77,7 @@ CASES: list[tuple[str, dict[str, int], str, str, int, tuple[int, ...]]] = [
     ("work_oriented_runs", {"W": 1, "P": 32, "R": 4}, "csr", "float64", 32, (7, 64)),
     ("work_oriented_runs", {"W": 5, "P": 16, "R": 2}, "coo", "float32", 64, (9, 33)),
 ]
-# The runs read by 16-byte loads (backend.sampled_vector's build): K a multiple of R, rows of
+# The runs read by 16-byte loads (dense_builds.sampled_vector's build): K a multiple of R, rows of
 # 16-byte multiples; float32 runs of 4 (one float4), float64 runs of 4 (two double2).
 VECTOR_CASES: list[tuple[str, dict[str, int], str, tuple[int, ...]]] = [
     ("group_mapped_runs", {"G": 4, "P": 32, "R": 4}, "float32", (4, 32, 132)),

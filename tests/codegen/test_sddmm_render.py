@@ -535,18 +535,18 @@ def test_dot_products_read_by_16_byte_loads_give_the_same_bits(
 def test_the_vector_build_needs_unit_k_strides_and_aligned_rows() -> None:
     from types import SimpleNamespace
 
-    from teaal_loops.runtime import backend
+    from teaal_loops.runtime import dense_builds
 
     def arr(strides: tuple[int, int], ptr: int = 4096, itemsize: int = 4) -> object:
         return SimpleNamespace(dtype=np.dtype(f"f{itemsize}"), strides=strides,
                                data=SimpleNamespace(ptr=ptr))
 
     u, v_t = arr((128, 4)), arr((4, 128))  # U row-major, V stored as V^T: K = 32 along both
-    assert backend.sampled_vector(u, v_t) == 1
-    assert backend.sampled_vector(arr((256, 8), itemsize=8), arr((8, 256), itemsize=8)) == 1
-    assert backend.sampled_vector(u, arr((128, 4))) == 0  # V row-major: K is strided
-    assert backend.sampled_vector(arr((4, 128)), v_t) == 0  # U column-major
-    assert backend.sampled_vector(arr((132, 4)), v_t) == 0  # rows 33 elements apart
-    assert backend.sampled_vector(u, arr((4, 128), ptr=4100)) == 0  # misaligned start
+    assert dense_builds.sampled_vector(u, v_t) == 1
+    assert dense_builds.sampled_vector(arr((256, 8), itemsize=8), arr((8, 256), itemsize=8)) == 1
+    assert dense_builds.sampled_vector(u, arr((128, 4))) == 0  # V row-major: K is strided
+    assert dense_builds.sampled_vector(arr((4, 128)), v_t) == 0  # U column-major
+    assert dense_builds.sampled_vector(arr((132, 4)), v_t) == 0  # rows 33 elements apart
+    assert dense_builds.sampled_vector(u, arr((4, 128), ptr=4100)) == 0  # misaligned start
     source = render(make_config(sddmm_schedule("thread_mapped")))
-    assert backend.dense_options(source, 1, 32, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)
+    assert dense_builds.dense_options(source, 1, 32, vector=1) == ("-DTEAAL_DENSE_VECTOR=1",)

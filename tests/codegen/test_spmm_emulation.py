@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from teaal_loops.codegen import make_config, render
 from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import lower, simulate
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import dense_builds
 from teaal_loops.runtime.device_matrix import host_arguments
 from teaal_loops.runtime.kernel import schedule_arguments
 from teaal_loops.schedules import bind
@@ -135,7 +135,7 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)
     if options is None:
-        options = backend.dense_options(render(cfg), bound.dense_space, bound.dense_time,
+        options = dense_builds.dense_options(render(cfg), bound.dense_space, bound.dense_time,
                                         chunk=bound.work_per_thread)
     exe = emu.build(cfg, options)
     B = np.random.default_rng(width).uniform(-1, 1, (A.shape[1], width))

@@ -18,7 +18,7 @@ from teaal_loops.layouts import tile_view
 from teaal_loops.lowering import owners
 from teaal_loops.lowering.simulate import atom_owners
 from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import dense_builds
 from teaal_loops.schedules import bind
 from teaal_loops.types import DeviceInfo
 from tests.conftest import corpus_dir
@@ -198,9 +198,9 @@ def test_contiguous_runs_are_read_by_vector_loads_where_b_allows(dtype: str) -> 
     np.testing.assert_array_equal(aligned.output.get(), unaligned.output.get())
     np.testing.assert_array_equal(aligned.output.get(), loads_only.output.get())
     assert not wide_out[:, 0].any()  # the stores stay inside Z
-    # rows past backend.THREAD_STORE_MAX_ROW: vector loads, element stores
+    # rows past dense_builds.THREAD_STORE_MAX_ROW: vector loads, element stores
     long_rows = MATRICES["rmat"]
-    assert int(np.diff(long_rows.indptr).max()) > backend.THREAD_STORE_MAX_ROW
+    assert int(np.diff(long_rows.indptr).max()) > dense_builds.THREAD_STORE_MAX_ROW
     B2 = cupy.asarray(rng.uniform(-1, 1, (long_rows.shape[1], 32)), dtype=dtype)
     assert kernel.bind_dense(long_rows, (B2,))._fn is \
         kernel.function(kernel.prepared_for(long_rows), dense=(8, 4, 4, False))

@@ -1,9 +1,9 @@
-"""Dense launches get the builds their geometry calls for (backend.dense_options): blocks of one
+"""Dense launches get the builds their geometry calls for (dense_builds.dense_options): blocks of one
 step for register-blocked SpMM kernels whose threads take one dense step
-(backend.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
-warp and take one step (backend.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
-launches whose B sits in the L2 (backend.ATOMS_SHUFFLED_OPTION), 4 atoms ahead in the other vector
-launches of workers sharing a warp (backend.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in CuPy
+(dense_builds.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
+warp and take one step (dense_builds.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
+launches whose B sits in the L2 (dense_builds.ATOMS_SHUFFLED_OPTION), 4 atoms ahead in the other vector
+launches of workers sharing a warp (dense_builds.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in CuPy
 records the compile options, so the tests see which build each launch asks for."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from teaal_loops import pipeline
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, dense_builds
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -61,15 +61,15 @@ def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100) -> A
 def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
-    assert backend.dense_options(prepared.source, 32, 1) == (backend.SINGLE_STEP_OPTION,)
+    assert dense_builds.dense_options(prepared.source, 32, 1) == (dense_builds.SINGLE_STEP_OPTION,)
     blocked = kernel.function(prepared, dense=(32, 2, 0, False))
     single = kernel.function(prepared, dense=(32, 1, 0, False))
-    assert backend.SINGLE_STEP_OPTION not in blocked.options
-    assert backend.SINGLE_STEP_OPTION in single.options
-    assert backend.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1, 0, False)).options
+    assert dense_builds.SINGLE_STEP_OPTION not in blocked.options
+    assert dense_builds.SINGLE_STEP_OPTION in single.options
+    assert dense_builds.ATOMS_AHEAD_OPTION not in kernel.function(prepared, dense=(8, 1, 0, False)).options
     assert kernel.function(prepared, dense=(32, 1, 0, False)) is single  # built once
     traced = kernel.function(prepared, trace=True, dense=(32, 1, 0, False))
-    assert {backend.TRACE_OPTION, backend.SINGLE_STEP_OPTION} <= set(traced.options)
+    assert {backend.TRACE_OPTION, dense_builds.SINGLE_STEP_OPTION} <= set(traced.options)
     assert len(fake.compiled) == 3
 
 
@@ -83,15 +83,15 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split.yaml", layout=layout)
     prepared = _prepared(kernel)
     shared = kernel.function(prepared, dense=(8, 1, 0, False)).options
-    assert (backend.ATOMS_AHEAD_OPTION in shared) == ahead
-    assert backend.SINGLE_STEP_OPTION in shared  # work-oriented SpMM is register-blocked too
+    assert (dense_builds.ATOMS_AHEAD_OPTION in shared) == ahead
+    assert dense_builds.SINGLE_STEP_OPTION in shared  # work-oriented SpMM is register-blocked too
     for space, time in ((32, 1), (8, 2), (31, 4)):
         options = kernel.function(prepared, dense=(space, time, 0, False)).options
-        assert backend.ATOMS_AHEAD_OPTION not in options
+        assert dense_builds.ATOMS_AHEAD_OPTION not in options
     # a chunk of one group has nothing to load ahead of
-    one_group = kernel.function(_prepared(kernel, backend.ATOMS_AHEAD), dense=(8, 1, 0, False)).options
-    assert backend.ATOMS_AHEAD_OPTION not in one_group
-    assert backend.SINGLE_STEP_OPTION in one_group
+    one_group = kernel.function(_prepared(kernel, dense_builds.ATOMS_AHEAD), dense=(8, 1, 0, False)).options
+    assert dense_builds.ATOMS_AHEAD_OPTION not in one_group
+    assert dense_builds.SINGLE_STEP_OPTION in one_group
 
 
 @pytest.mark.parametrize(
@@ -123,24 +123,24 @@ def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
     options = kernel.function(prepared, dense=(space, time, vector, False), resident=resident).options
-    assert (backend.ATOMS_SHUFFLED_OPTION in options) == shuffled
-    assert (backend.ATOMS_AHEAD_OPTION in options) == shuffled
-    assert (backend.VECTOR_AHEAD_OPTION in options) == four_ahead
+    assert (dense_builds.ATOMS_SHUFFLED_OPTION in options) == shuffled
+    assert (dense_builds.ATOMS_AHEAD_OPTION in options) == shuffled
+    assert (dense_builds.VECTOR_AHEAD_OPTION in options) == four_ahead
     assert sum(o.startswith("-DTEAAL_ATOMS_AHEAD=") for o in options) == int(shuffled or four_ahead)
     if shuffled:
         assert f"-DTEAAL_DENSE_BLOCK={vector}" in options
     # SDDMM's and the thread-mapped sources have no such walk
     lanes = pipeline.compile(SPECS / "spmm/lanes_over_n_vec.yaml")
-    assert backend.dense_options(_prepared(lanes).source, space, time, chunk=chunk,
+    assert dense_builds.dense_options(_prepared(lanes).source, space, time, chunk=chunk,
                                  vector=vector, resident=resident) == \
-        backend.dense_options(_prepared(lanes).source, space, time, vector=vector)
+        dense_builds.dense_options(_prepared(lanes).source, space, time, vector=vector)
 
 
 @pytest.mark.parametrize("spec", ["thread_mapped.yaml", "sddmm/lanes_over_k.yaml"])
 def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
-    assert backend.dense_options(prepared.source, 8, 1) == ()
+    assert dense_builds.dense_options(prepared.source, 8, 1) == ()
     assert kernel.function(prepared, dense=(8, 1, 0, False)) is kernel.function(prepared)
     assert fake.compiled == [backend.COMPILE_OPTIONS]
 

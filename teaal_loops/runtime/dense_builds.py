@@ -1,0 +1,180 @@
+"""The builds a dense launch (SpMM, SDDMM) asks for: which ``-D`` options its geometry and its
+operands call for.
+
+A template writes each walk once; some of its variants are chosen at compile time by macros
+(blocks of one dense step, atoms loaded ahead, their loads shared by shuffles, 16-byte loads and
+stores, loads in flight a lane). None of them changes which thread owns which (atom, dense
+index) or the order of any sum: they change how the same walk is issued. The rules here pick
+them per launch from what the runtime knows (threads a worker along the dense rank, steps,
+the bound chunk, the matrix's mean and longest tile, the launch's size, whether B fits in the
+L2, alignment); :func:`dense_options` is asked at every dense launch, and its result cached.
+Each rule's comment gives the measurements it rests on (BENCHMARKS.md has the runs).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from teaal_loops.runtime import backend
+
+# A register-blocked SpMM kernel walks its atoms once per block of TEAAL_DENSE_BLOCK dense
+# steps (4 in the source). A launch whose threads take one step never runs a full block, but
+# the blocked path still sizes the kernel's registers (lanes_over_n: 64 against 32, half the
+# occupancy, 0.6-0.75x the unblocked kernel's speed on the H100): such launches use a build
+# with blocks of one.
+DENSE_BLOCK_MACRO = "TEAAL_DENSE_BLOCK"
+SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
+# Work-oriented SpMM over nonzero atoms can load TEAAL_ATOMS_AHEAD atoms ahead of its walk
+# over rows (1 in the source: the plain walk). Where several workers share a warp (DS < 32),
+# take one dense step and have chunks longer than one group of 8, loading 8 ahead ran up to
+# 1.7x faster on the H100 (power-law graphs, whose rows end at different atoms, so the plain
+# walk's unrolled loads stop early and diverge), 0.8-0.9x on banded and R-MAT matrices. With
+# one worker a warp, or blocks of several steps, it was slower on most matrices; with chunks
+# of 8 it was slower on every large matrix and 1-2 us faster on small ones (BENCHMARKS.md).
+ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
+ATOMS_AHEAD = 8
+ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
+# Vector launches (one block of 16-byte runs) of workers sharing a warp load 4 atoms ahead
+# where the shuffled walk below is not built: a worker's threads then have 4 gathers of B in
+# flight whatever rows the atoms fall in, where the plain walk's unrolled loads stop at every
+# row's end. On the H100 (chunks of 12 to 128 atoms, 10 matrices) it took 0.73 to 0.99x the
+# plain walk's time at N = 32 in float32 (8 threads a worker: ego-Twitter 88.2 -> 69.1 us at
+# 64 atoms, R-MAT scale 20 627.6 -> 604.6 at 32), 0.45 to 1.01x at N = 8 (2 threads:
+# email-Enron 18.7 -> 12.4 at 12, long rows 539.7 -> 465.7 at 32) and 0.69 to 1.06x at N = 32
+# in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
+# ahead in 10 of 15 cases (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us). With one
+# worker a warp (N = 128) the plain walk won 13 of 30 cases, so there it is built only where
+# B sits in half the L2 and a mean row is at most half a chunk: 8 wins (email-Enron 63.0 ->
+# 51.6 us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses (dnn_n1024-l1 and
+# bcsstk13, whose best variant is another spec). BENCHMARKS.md has the runs.
+VECTOR_AHEAD = 4
+VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
+WARP_THREADS = 32
+# The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
+# group's columns and values by shuffles). Built for the vector launches (one block of 16-byte
+# runs) of 8 or 16 threads a worker, chunks longer than one group that span two rows or more
+# on average, and a B that fits in half the L2. On the H100 at N = 32 (8 threads, chunks of
+# 32 and 128), over the 44 corpus cases where chunks span rows, it took 0.77x the plain walk's
+# time (geomean; email-Enron 143 -> 70 us; 1.08 to 1.13x on cage8 and dnn); where rows are
+# longer the plain walk's unrolled loads already run ahead (ego-Twitter 1.12x, dnn 1.10x); on
+# the large classes, whose B streams from DRAM, 0.99 to 1.49x (banded, R-MAT slower).
+# BENCHMARKS.md has the runs.
+ATOMS_SHUFFLED_OPTION = "-DTEAAL_ATOMS_SHUFFLED=1"
+SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below it
+# A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
+# are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
+# TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2). SDDMM whose
+# threads sum all of K reads both factors so where :func:`sampled_vector` allows.
+DENSE_VECTOR_MACRO = "TEAAL_DENSE_VECTOR"
+VECTOR_STORE_MACRO = "TEAAL_DENSE_VECTOR_STORE"  # SpMM: the outputs too (dense_options)
+VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
+
+
+def dense_options(source: str, space: int, time: int, chunk: int = 0,
+                  vector: int = 0, resident: bool = False,
+                  mean_atoms: float = 0.0, store: bool = False) -> tuple[str, ...]:
+    """The build options of a dense launch whose workers have ``space`` threads along the
+    dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
+    :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
+    :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
+    than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
+    the steps one vector load reads), blocks of that many steps read by vector loads (SDDMM,
+    :func:`sampled_vector`: 1, its dot products read so); and, for a vector launch of
+    :data:`SHUFFLED_SPACES` threads a worker whose dense input is ``resident`` (fits in half
+    the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
+    chunk, the walk ahead with loads shared by shuffles; for other vector launches of workers
+    sharing a warp, and of one worker a warp under the resident, short-row condition,
+    :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
+    the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
+    ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
+    too. Asked at every dense launch, so remembered."""
+    long_chunk = chunk > ATOMS_AHEAD
+    one_vector = vector > 1 and time == vector
+    # B in the L2 and chunks spanning two rows or more on average
+    resident_short_rows = resident and 0 < mean_atoms * 2 <= chunk
+    shuffled = one_vector and space in SHUFFLED_SPACES and long_chunk and resident_short_rows
+    ahead = 0
+    if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
+        ahead = ATOMS_AHEAD
+    elif one_vector and chunk > VECTOR_AHEAD and (
+            space < WARP_THREADS or (space == WARP_THREADS and resident_short_rows)):
+        ahead = VECTOR_AHEAD
+    return _dense_options(source, time == 1, ahead, vector, shuffled, store)
+
+
+def fits_in_l2(operand: Any) -> bool:
+    """Whether ``operand`` (a CuPy array) takes at most half the device's L2, so that a
+    gather of its rows mostly hits there."""
+    return int(operand.nbytes) * 2 <= backend.device_info().l2_bytes
+
+
+@functools.lru_cache(maxsize=128)
+def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
+                   shuffled: bool = False, store: bool = False) -> tuple[str, ...]:
+    # (a string caches its hash: a hit costs no scan of the source; ahead: atoms, 0 none)
+    options: tuple[str, ...] = ()
+    if one_step and DENSE_BLOCK_MACRO in source:
+        options += (SINGLE_STEP_OPTION,)
+    if ahead and ATOMS_AHEAD_MACRO in source:
+        options += (f"-D{ATOMS_AHEAD_MACRO}={ahead}",)
+        if shuffled:
+            options += (ATOMS_SHUFFLED_OPTION,)
+    if vector and DENSE_VECTOR_MACRO in source:
+        options += (f"-D{DENSE_VECTOR_MACRO}=1",)
+        if vector > 1 and DENSE_BLOCK_MACRO in source:  # SpMM: blocks of the vector's steps
+            options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
+            if store and VECTOR_STORE_MACRO in source:
+                options += (f"-D{VECTOR_STORE_MACRO}=1",)
+    return options
+
+
+def sampled_vector(u: Any, v: Any, run: int = 1) -> int:
+    """1 where SDDMM's factors U[M, K] and V[K, N] (CuPy arrays) both run along K with unit
+    stride and every row of U and column of V starts 16-byte aligned, so that a thread's dot
+    product (or, ``run`` > 1, its runs of ``run`` neighbouring k: K a multiple of ``run``, a
+    run a multiple of 16 bytes) can read them with 16-byte loads; else 0."""
+    if run > 1 and (int(u.shape[1]) % run or (run * int(u.dtype.itemsize)) % 16):
+        return 0
+    return int(_aligned_runs(u, along=1) and _aligned_runs(v, along=0))
+
+
+def vector_steps(contiguous: bool, time: int, size: int, operand: Any) -> int:
+    """The dense steps one thread reads with vector loads from ``operand`` (B, a CuPy
+    array), or 0: a contiguous placement whose ``time`` elements are 16 or 32 bytes of a
+    row-major row, every row starting 16-byte aligned, and a rank of ``size`` a multiple of
+    ``time`` (no thread's run passes the row's end)."""
+    if not contiguous or time < 2 or size % time:
+        return 0
+    if time * int(operand.dtype.itemsize) not in VECTOR_BYTES:
+        return 0
+    return time if _aligned_runs(operand, along=1) else 0
+
+
+# A thread-mapped launch writes by vectors only where no row is longer than this. On an H100
+# its vector-store build was slower on 68 of the SpMM suite's 90 cases (up to 1.57x; at every
+# N where the longest row passed 64) and faster on 12 (0.67x to 0.93x), all with rows of at
+# most 30 (BENCHMARKS.md). The other schedules gained on most cases.
+THREAD_STORE_MAX_ROW = 24
+
+
+def vector_store(vector: int, output: Any, *, walks_rows: bool = False,
+                 longest_row: int = 0) -> bool:
+    """Whether a vector launch (``vector`` steps a thread, :func:`vector_steps`) writes its
+    outputs with 16-byte stores too: the output (SpMM's Z, a CuPy array) row-major with every
+    row 16-byte aligned, so that a thread's ``vector`` neighbouring outputs of a row are 16 or
+    32 aligned bytes (the rank is a multiple of ``vector``, as the loads required); and, where
+    one thread ``walks_rows`` whole (thread-mapped), a ``longest_row`` known and at most
+    :data:`THREAD_STORE_MAX_ROW`."""
+    if vector < 2 or not _aligned_runs(output, along=1):
+        return False
+    return not walks_rows or 0 < longest_row <= THREAD_STORE_MAX_ROW
+
+
+def _aligned_runs(array: Any, along: int) -> bool:
+    """Whether a 2-D ``array`` has unit stride ``along`` that axis and each of its runs along
+    it (rows for 1, columns for 0) starts 16-byte aligned: 16-byte loads may read them."""
+    strides: tuple[int, ...] = tuple(getattr(array, "strides", ()))
+    if len(strides) != 2 or strides[along] != int(array.dtype.itemsize):
+        return False
+    return not (strides[1 - along] % 16 or int(array.data.ptr) % 16)
