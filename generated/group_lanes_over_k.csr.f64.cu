@@ -108,7 +108,14 @@ __device__ __forceinline__ void teaal_add_columns(const YVec (&y)[TB], offset_t 
   }
 }
 #define TEAAL_GROUP_SIZE 32
-#define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
+// Steps of a lane's loop whose loads are in flight together.
+// The runtime builds float32 launches of one or two lanes a row with 16 where they are small
+// or their rows long (teaal_loops/runtime/dense_builds.py): the same positions, sums and
+// order, in fewer round trips to memory.
+#ifndef TEAAL_UNROLL
+#define TEAAL_UNROLL 4
+#endif
+static_assert(TEAAL_UNROLL >= 1, "TEAAL_UNROLL must be at least 1");
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,

@@ -41,7 +41,11 @@ typedef value_t* __restrict__ YVec;  // the output vector y
 #define TEAAL_OWN(a) (owner[a] = (int)tid)  // trace builds: atom a is this thread's
 
 #define TEAAL_GROUP_SIZE 32
-#define TEAAL_UNROLL 4  // steps of a lane's loop whose loads are in flight together
+// Steps of a lane's loop whose loads are in flight together.
+#ifndef TEAAL_UNROLL
+#define TEAAL_UNROLL 4
+#endif
+static_assert(TEAAL_UNROLL >= 1, "TEAAL_UNROLL must be at least 1");
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,

@@ -69,11 +69,35 @@ SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below 
 DENSE_VECTOR_MACRO = "TEAAL_DENSE_VECTOR"
 VECTOR_STORE_MACRO = "TEAAL_DENSE_VECTOR_STORE"  # SpMM: the outputs too (dense_options)
 VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
+# Group-mapped SpMM issues TEAAL_UNROLL loads a lane before it sums them (4 in the source): the
+# lane's walk of a row is a chain of round trips to memory, one a step. Where the launch is small
+# (kernels of 5 to 40 us), that chain is the time: on the H100 (float32, the corpus's FEM and
+# small matrices at N = 8, 32 and 128) 16 loads a lane took 0.53 to 0.85x the time of 4 where a
+# group is one or two lanes and a lane's longest row is 8 atoms or more (bcsstk13 N = 32, two
+# lanes: 11.4 -> 7.7 us, against cuSPARSE's 7.2; bcsstk33 N = 128, one lane: 36.8 -> 27.9,
+# against 37.0), and the launch fills at most 0.6 of the device's threads, or rows are long (16
+# atoms a lane or more on average, whatever the fill); outputs are the same to the bit. Elsewhere
+# 4 stayed ahead: with groups of 4 or 8 lanes the last, partial step's loads past the row's end
+# cost more than the round trips saved (cage8 N = 128, 8 lanes: 10.2 -> 23.5 us), and in full
+# launches of short rows the registers cost occupancy (delaunay_n15 N = 32, one lane: 9.5 ->
+# 10.2); in float64, whose loads take twice the registers, it lost on most of the same matrices
+# (cage8 N = 8, one lane: 7.9 -> 9.8 us; bcsstk33 N = 128: 66.2 -> 71.5), so float32 alone is
+# built so. 32 loads, and a partial step whose loads past the end are skipped by a branch instead
+# of reloading the step's first atom, were slower still (BENCHMARKS.md).
+UNROLL_MACRO = "TEAAL_UNROLL"
+DEEP_UNROLL = 16
+DEEP_UNROLL_OPTION = f"-D{UNROLL_MACRO}={DEEP_UNROLL}"
+DEEP_UNROLL_MAX_GROUP = 2  # lanes a group
+DEEP_UNROLL_MIN_LONGEST = 8  # atoms of the longest row a lane
+DEEP_UNROLL_MAX_FILL = 0.6  # the launch's threads over the device's resident threads
+DEEP_UNROLL_MIN_MEAN = 16  # atoms of a mean row a lane, at any fill
+DEEP_UNROLL_VALUE_BYTES = 4  # float32
 
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
                   vector: int = 0, resident: bool = False,
-                  mean_atoms: float = 0.0, store: bool = False) -> tuple[str, ...]:
+                  mean_atoms: float = 0.0, store: bool = False, *, group: int = 0,
+                  longest: int = 0, threads: int = 0, value_bytes: int = 0) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
     dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
@@ -88,7 +112,9 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
     the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
-    too. Asked at every dense launch, so remembered."""
+    too. ``group`` (group-mapped: lanes a row), the ``longest`` tile's atoms, the launch's
+    ``threads`` and the bytes of a value: :func:`deep_unroll`. Asked at every dense launch, so
+    remembered."""
     long_chunk = chunk > ATOMS_AHEAD
     one_vector = vector > 1 and time == vector
     # B in the L2 and chunks spanning two rows or more on average
@@ -100,7 +126,24 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     elif one_vector and chunk > VECTOR_AHEAD and (
             space < WARP_THREADS or (space == WARP_THREADS and resident_short_rows)):
         ahead = VECTOR_AHEAD
-    return _dense_options(source, time == 1, ahead, vector, shuffled, store)
+    unroll = (UNROLL_MACRO in source and value_bytes == DEEP_UNROLL_VALUE_BYTES
+              and deep_unroll(group, mean_atoms, longest, threads))
+    return _dense_options(source, time == 1, ahead, vector, shuffled, store, unroll)
+
+
+def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bool:
+    """Whether a float32 group-mapped SpMM launch of ``threads`` threads, groups of ``group``
+    lanes a row, on a matrix whose tiles hold ``mean_atoms`` atoms and at most ``longest``,
+    issues :data:`DEEP_UNROLL` loads a lane (the measurements are in the comment above
+    :data:`UNROLL_MACRO`); 0 for an unknown group or launch."""
+    if not 0 < group <= DEEP_UNROLL_MAX_GROUP:
+        return False
+    if mean_atoms >= DEEP_UNROLL_MIN_MEAN * group:
+        return True
+    if threads <= 0 or longest < DEEP_UNROLL_MIN_LONGEST * group:
+        return False
+    info = backend.device_info()
+    return threads <= DEEP_UNROLL_MAX_FILL * info.sm_count * info.max_threads_per_sm
 
 
 def fits_in_l2(operand: Any) -> bool:
@@ -111,7 +154,8 @@ def fits_in_l2(operand: Any) -> bool:
 
 @functools.lru_cache(maxsize=128)
 def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
-                   shuffled: bool = False, store: bool = False) -> tuple[str, ...]:
+                   shuffled: bool = False, store: bool = False,
+                   unroll: bool = False) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source; ahead: atoms, 0 none)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
@@ -126,6 +170,8 @@ def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
             options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
             if store and VECTOR_STORE_MACRO in source:
                 options += (f"-D{VECTOR_STORE_MACRO}=1",)
+    if unroll:
+        options += (DEEP_UNROLL_OPTION,)
     return options
 
 

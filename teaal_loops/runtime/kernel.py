@@ -253,20 +253,23 @@ class Kernel:
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
                  dense: tuple[int, int, int, bool] | None = None,
-                 resident: bool = False) -> Any:
+                 resident: bool = False, threads: int = 0) -> Any:
         """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
         worker along the dense rank, steps each takes, steps read by vector loads or 0, whether
-        its outputs take vector stores), whose
-        build options follow from them, the bound chunk size, the matrix's mean atoms a tile
-        and whether the dense input is ``resident`` in the L2 (dense_builds.dense_options: blocks
-        of one step, atoms loaded ahead, their loads shared, vector loads)."""
+        its outputs take vector stores), whose build options follow from them, the bound
+        chunk size and group, the matrix's mean and longest tile, whether the dense input is
+        ``resident`` in the L2, the launch's ``threads`` and the dtype
+        (dense_builds.dense_options: blocks of one step, atoms loaded ahead, their loads
+        shared, vector loads, loads a lane)."""
         options: tuple[str, ...] = ()
         if dense is not None:
             bound = prepared.bound
             options = dense_builds.dense_options(
                 prepared.source, dense[0], dense[1], chunk=bound.work_per_thread,
                 vector=dense[2], resident=resident,
-                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1), store=dense[3])
+                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1), store=dense[3],
+                group=bound.group_size, longest=bound.matrix.max_row, threads=threads,
+                value_bytes=np.dtype(prepared.config.dtype).itemsize)
         key: Any = (trace, options) if options else trace
         fn = prepared._functions.get(key)
         if fn is None:
@@ -462,7 +465,8 @@ class Kernel:
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into or capture")
         prepared = self.prepared_for(A)
         call, y, (grid, block, space, time) = self.dense_operands(prepared, operands, out)
-        fn, args = self._dense_function(prepared, call, y, None, space, time)
+        fn, args = self._dense_function(prepared, call, y, None, space, time,
+                                        int(grid[0]) * int(block[0]))
         return DenseLaunch(self._cp(), fn, grid, block, args, y, prepared.accumulates,
                            keep=(prepared, call))
 
@@ -498,13 +502,15 @@ class Kernel:
         """The product's launch of a dense form (no checks, no zeroing)."""
         if grid[0] == 0:
             return
-        fn, args = self._dense_function(prepared, call, y, owner, space, time)
+        fn, args = self._dense_function(prepared, call, y, owner, space, time,
+                                        int(grid[0]) * int(block[0]))
         fn(grid, block, args)
 
     def _dense_function(self, prepared: PreparedMatrix, call: DenseCall, y: Any, owner: Any,
-                        space: int, time: int) -> tuple[Any, tuple[Any, ...]]:
-        """(the compiled function, its whole argument tuple) of one dense launch; ``owner``
-        None: the product build, else the trace build writing into ``owner``."""
+                        space: int, time: int, threads: int = 0) -> tuple[Any, tuple[Any, ...]]:
+        """(the compiled function, its whole argument tuple) of one dense launch of
+        ``threads`` threads; ``owner`` None: the product build, else the trace build writing
+        into ``owner``."""
         offset = np.int64 if prepared.bound.index_bits == 64 else np.int32
         trailing = trailing_arguments(
             self.schedule, call, y, prepared.no_owner if owner is None else owner, space, time,
@@ -523,7 +529,8 @@ class Kernel:
                 vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,
                 longest_row=prepared.bound.matrix.max_row)
         fn = self.function(prepared, trace=owner is not None,
-                           dense=(space, time, vector, store), resident=resident)
+                           dense=(space, time, vector, store), resident=resident,
+                           threads=threads)
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

@@ -178,6 +178,7 @@ VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
 STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # dense_builds.dense_options(store=True): Z aligned too
 SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # dense_builds.dense_options
 AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # dense_builds.VECTOR_AHEAD_OPTION: the other vector launches
+UNROLL16 = ("-DTEAAL_UNROLL=16",)  # dense_builds.DEEP_UNROLL_OPTION: group-mapped, small groups
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
 # than N with scalar loads; ELL (padded atoms) through the layout's accumulate.
@@ -219,6 +220,13 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     # one lane a row: no reduction, the lane stores its row itself
     ("group_n32_vec4_lanes1", GROUP_VEC, None, {"ROW_LANES": 1}, 32, VECTOR4),
     ("group_n8_vec4_lanes1_store", GROUP_VEC, None, {"ROW_LANES": 1}, 8, VECTOR4 + STORE),
+    # 16 loads a lane in flight: rows of 0 to 40 atoms end in every position of a step (one
+    # lane: full steps and a partial one; two lanes: the partial step past the row's end)
+    ("group_n32_vec4_lanes1_unroll16", GROUP_VEC, None, {"ROW_LANES": 1}, 32,
+     VECTOR4 + UNROLL16),
+    ("group_n16_vec2_lanes2_unroll16_store", GROUP_VEC, None, {"ROW_LANES": 2, "N_VEC": 2}, 16,
+     VECTOR2 + UNROLL16 + STORE),
+    ("group_n10_scalar_lanes1_unroll16", GROUP_VEC, None, {"ROW_LANES": 1}, 10, UNROLL16),
     # outputs by 16-byte stores: a row's TB outputs, stored whole (chunks of 5 cross rows, so
     # work-oriented also adds split rows atomically beside the stores)
     ("lanes_n32_vec4_store", LANES_VEC, None, {}, 32, VECTOR4 + STORE),
@@ -262,12 +270,16 @@ def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
                                              "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1")),
                                      ("v4s", VECTOR4 + SHUFFLED),
                                      ("v4a4", VECTOR4 + AHEAD4),
+                                     ("v4u16", VECTOR4 + UNROLL16),
+                                     ("v2u16t", VECTOR2 + UNROLL16 + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v2a4t", VECTOR2 + AHEAD4 + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v4st", VECTOR4 + STORE),
                                      ("v2sst", VECTOR2 + SHUFFLED + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v2s", VECTOR2 + SHUFFLED + ("-DTEAAL_TRACE=1",))):
                     if "ATOMS" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
                         continue  # a walk with no loads ahead (thread-mapped, ELL)
+                    if "UNROLL" in str(defines) and "TEAAL_UNROLL" not in source:
+                        continue  # no group-mapped loop of loads a lane
                     path = tmp_path / f"{name}.{tag}.cu"
                     path.write_text(source)
                     jobs.append((path, "sm_90", defines))

@@ -47,14 +47,17 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupy:
     return cupy
 
 
-def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100) -> Any:
+def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100, group: int = 1,
+              longest: int = 0) -> Any:
     """The fields Kernel.function reads, for the kernel's nominal configuration (``chunk``:
-    the bound atoms per worker of work-oriented; a matrix of ``rows`` rows of ``mean``
-    atoms)."""
+    the bound atoms per worker of work-oriented; ``group``: lanes a row of group-mapped; a
+    matrix of ``rows`` rows of ``mean`` atoms, the longest ``longest``)."""
     return types.SimpleNamespace(
         source=kernel.source, config=kernel._nominal, _functions={},
-        bound=types.SimpleNamespace(work_per_thread=chunk,
-                                    matrix=types.SimpleNamespace(rows=rows, nnz=rows * mean)))
+        bound=types.SimpleNamespace(
+            work_per_thread=chunk, group_size=group,
+            matrix=types.SimpleNamespace(rows=rows, nnz=rows * mean,
+                                         max_row=longest or mean)))
 
 
 @pytest.mark.parametrize("spec", ["spmm/lanes_over_n.yaml", "spmm/group_lanes_over_k.yaml"])
@@ -151,7 +154,7 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     kernel = pipeline.compile(SPECS / "spmm/lanes_over_n_tiled.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        resident=False: asked.append(dense))
+                        resident=False, threads=0: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(
         bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=4)),
@@ -170,7 +173,7 @@ def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        resident=False: asked.append((dense, resident)))
+                        resident=False, threads=0: asked.append((dense, resident)))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     monkeypatch.setattr(backend, "device_info", lambda: types.SimpleNamespace(l2_bytes=1000))
     prepared = types.SimpleNamespace(
@@ -190,3 +193,70 @@ def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
     # loads never shuffles, so never asks, and stores element by element
     assert asked == [((8, 4, 4, True), resident), ((8, 4, 4, False), resident),
                      ((8, 4, 0, False), False)]
+
+
+H100 = types.SimpleNamespace(sm_count=132, max_threads_per_sm=2048, l2_bytes=50 << 20)
+FULL = 132 * 2048  # threads resident on it at once
+
+
+@pytest.mark.parametrize(("group", "mean", "longest", "threads", "deep"), [
+    (1, 42, 95, FULL // 16, True),  # bcsstk13 N = 32, one lane a row: a small launch
+    (2, 42, 95, FULL // 2, True),  # two lanes, half the device
+    (2, 42, 95, FULL, True),  # a full launch of rows of 21 atoms a lane
+    (2, 30, 62, int(0.6 * FULL), True),  # at the fill's limit
+    (2, 30, 62, int(0.6 * FULL) + 128, False),  # past it, rows of 15 a lane
+    (1, 4, 18, FULL // 8, True),  # short rows, but a lane's longest is 18 atoms
+    (1, 4, 6, FULL // 8, False),  # every row shorter than 8 atoms
+    (1, 6, 12, FULL, False),  # delaunay_n15 N = 32: a full launch of short rows
+    (1, 68, 141, 4 * FULL, True),  # bcsstk33 N = 128: long rows, whatever the fill
+    (4, 42, 95, FULL // 8, False),  # four lanes a row: the partial step's loads cost more
+    (8, 400, 800, FULL // 8, False),
+    (2, 42, 95, 0, True),  # an unknown launch: long rows decide alone
+    (2, 10, 95, 0, False),  # ... and nothing else does
+    (0, 42, 95, FULL // 8, False),  # no group
+])
+def test_group_mapped_spmm_issues_16_loads_a_lane_in_small_launches_of_small_groups(
+    monkeypatch: pytest.MonkeyPatch, group: int, mean: int, longest: int, threads: int,
+    deep: bool,
+) -> None:
+    """dense_builds.deep_unroll: 16 loads a lane (TEAAL_UNROLL) for groups of one or two
+    lanes where a lane's longest row is at least 8 atoms and the launch fills at most 0.6 of
+    the device, or a lane's mean row is at least 16 atoms, in float32; the source's 4
+    elsewhere."""
+    monkeypatch.setattr(backend, "device_info", lambda: H100)
+    assert dense_builds.deep_unroll(group, mean, longest, threads) == deep
+    kernel = pipeline.compile(SPECS / "spmm/group_lanes_vec.yaml")
+    options = dense_builds.dense_options(kernel.source, 8, 4, vector=4, mean_atoms=mean,
+                                         group=group, longest=longest, threads=threads,
+                                         value_bytes=4)
+    assert (dense_builds.DEEP_UNROLL_OPTION in options) == deep
+    # float64's loads take twice the registers: it lost there, so it keeps the source's 4
+    assert dense_builds.DEEP_UNROLL_OPTION not in dense_builds.dense_options(
+        kernel.source, 8, 4, vector=4, mean_atoms=mean, group=group, longest=longest,
+        threads=threads, value_bytes=8)
+    assert "-DTEAAL_DENSE_VECTOR=1" in options  # the other rules still apply
+    # a source without the loop (work-oriented, thread-mapped) never gets the option
+    for other in ("spmm/nonzero_split_vec.yaml", "spmm/lanes_over_n_vec.yaml"):
+        source = pipeline.compile(SPECS / other).source
+        assert dense_builds.DEEP_UNROLL_OPTION not in dense_builds.dense_options(
+            source, 8, 4, vector=4, mean_atoms=mean, group=group, longest=longest,
+            threads=threads, value_bytes=4)
+
+
+def test_a_group_mapped_launch_passes_its_group_longest_row_and_size_to_the_build(
+    fake: FakeCupy, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backend, "device_info", lambda: H100)
+    kernel = pipeline.compile(SPECS / "spmm/group_lanes_vec.yaml", params={"ROW_LANES": 1})
+    small = kernel.function(_prepared(kernel, mean=4, group=1, longest=18),
+                            dense=(8, 4, 4, False), threads=FULL // 8).options
+    full = kernel.function(_prepared(kernel, mean=4, group=1, longest=18),
+                           dense=(8, 4, 4, False), threads=FULL).options
+    assert dense_builds.DEEP_UNROLL_OPTION in small
+    assert dense_builds.DEEP_UNROLL_OPTION not in full
+    assert fake.compiled[-2:] == [small, full]  # two builds, each with its own options
+    wide = pipeline.compile(SPECS / "spmm/group_lanes_vec.yaml", dtype="float64",
+                            params={"ROW_LANES": 1})
+    assert dense_builds.DEEP_UNROLL_OPTION not in wide.function(
+        _prepared(wide, mean=4, group=1, longest=18), dense=(8, 2, 2, False),
+        threads=FULL // 8).options
