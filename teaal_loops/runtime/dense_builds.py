@@ -126,16 +126,17 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     elif one_vector and chunk > VECTOR_AHEAD and (
             space < WARP_THREADS or (space == WARP_THREADS and resident_short_rows)):
         ahead = VECTOR_AHEAD
-    unroll = (UNROLL_MACRO in source and value_bytes == DEEP_UNROLL_VALUE_BYTES
-              and deep_unroll(group, mean_atoms, longest, threads))
+    unroll = value_bytes == DEEP_UNROLL_VALUE_BYTES and deep_unroll(group, mean_atoms, longest,
+                                                                      threads)
     return _dense_options(source, time == 1, ahead, vector, shuffled, store, unroll)
 
 
 def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bool:
-    """Whether a float32 group-mapped SpMM launch of ``threads`` threads, groups of ``group``
-    lanes a row, on a matrix whose tiles hold ``mean_atoms`` atoms and at most ``longest``,
-    issues :data:`DEEP_UNROLL` loads a lane (the measurements are in the comment above
-    :data:`UNROLL_MACRO`); 0 for an unknown group or launch."""
+    """Whether a group-mapped SpMM launch of ``threads`` threads, groups of ``group`` lanes a
+    row, on a matrix whose tiles hold ``mean_atoms`` atoms and at most ``longest``, issues
+    :data:`DEEP_UNROLL` loads a lane (float32 only: :func:`dense_options` checks the value's
+    bytes; the measurements are in the comment above :data:`UNROLL_MACRO`). False for an
+    unknown group (0) and, unless rows are long, for an unknown launch (``threads`` 0)."""
     if not 0 < group <= DEEP_UNROLL_MAX_GROUP:
         return False
     if mean_atoms >= DEEP_UNROLL_MIN_MEAN * group:
@@ -170,7 +171,7 @@ def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
             options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
             if store and VECTOR_STORE_MACRO in source:
                 options += (f"-D{VECTOR_STORE_MACRO}=1",)
-    if unroll:
+    if unroll and UNROLL_MACRO in source:  # group-mapped sources alone have the loop
         options += (DEEP_UNROLL_OPTION,)
     return options
 
