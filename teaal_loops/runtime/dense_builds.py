@@ -71,19 +71,21 @@ VECTOR_STORE_MACRO = "TEAAL_DENSE_VECTOR_STORE"  # SpMM: the outputs too (dense_
 VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
 # Group-mapped SpMM issues TEAAL_UNROLL loads a lane before it sums them (4 in the source): the
 # lane's walk of a row is a chain of round trips to memory, one a step. Where the launch is small
-# (kernels of 5 to 40 us), that chain is the time: on the H100 (float32, the corpus's FEM and
-# small matrices at N = 8, 32 and 128) 16 loads a lane took 0.53 to 0.85x the time of 4 where a
-# group is one or two lanes and a lane's longest row is 8 atoms or more (bcsstk13 N = 32, two
-# lanes: 11.4 -> 7.7 us, against cuSPARSE's 7.2; bcsstk33 N = 128, one lane: 36.8 -> 27.9,
-# against 37.0), and the launch fills at most 0.6 of the device's threads, or rows are long (16
-# atoms a lane or more on average, whatever the fill); outputs are the same to the bit. Elsewhere
-# 4 stayed ahead: with groups of 4 or 8 lanes the last, partial step's loads past the row's end
-# cost more than the round trips saved (cage8 N = 128, 8 lanes: 10.2 -> 23.5 us), and in full
-# launches of short rows the registers cost occupancy (delaunay_n15 N = 32, one lane: 9.5 ->
-# 10.2); in float64, whose loads take twice the registers, it lost on most of the same matrices
-# (cage8 N = 8, one lane: 7.9 -> 9.8 us; bcsstk33 N = 128: 66.2 -> 71.5), so float32 alone is
-# built so. 32 loads, and a partial step whose loads past the end are skipped by a branch instead
-# of reloading the step's first atom, were slower still (BENCHMARKS.md).
+# (kernels of 5 to 40 us), that chain is the time. On the H100 (float32, the corpus's FEM and
+# small matrices at N = 8, 32 and 128) 16 loads a lane won 22 of 24 cases against 4, at 0.53 to
+# 1.07x the time, where a group is one or two lanes and either a lane's longest row is 8 atoms or
+# more and the launch fills at most 0.6 of the device's threads, or rows are long (16 atoms a
+# lane or more on average, whatever the fill) (bcsstk13 N = 32, two lanes: 11.4 -> 7.7 us,
+# against cuSPARSE's 7.2; bcsstk33 N = 128, one lane: 36.8 -> 27.9, against 37.0; the losses:
+# 1138_bus N = 128, two lanes, up to 1.09x in a second run, where one lane is faster). Outputs
+# are the same to the bit. Elsewhere 4 stayed ahead: with groups of 4 or 8 lanes the last,
+# partial step's loads past the row's end cost more than the round trips saved (cage8 N = 128, 8
+# lanes: 10.2 -> 23.5 us), and in full launches of short rows the registers cost occupancy
+# (delaunay_n15 N = 32, one lane: 9.5 -> 10.2); in float64, whose loads take twice the registers,
+# it lost on most of the same matrices (cage8 N = 8, one lane: 7.9 -> 9.8 us; bcsstk33 N = 128:
+# 66.2 -> 71.5), so float32 alone is built so. 32 loads, and a partial step whose loads past the
+# end are skipped by a branch instead of reloading the step's first atom, were slower still
+# (BENCHMARKS.md).
 UNROLL_MACRO = "TEAAL_UNROLL"
 DEEP_UNROLL = 16
 DEEP_UNROLL_OPTION = f"-D{UNROLL_MACRO}={DEEP_UNROLL}"

@@ -522,8 +522,8 @@ class Kernel:
             u, v = call.arrays
             vector = dense_builds.sampled_vector(u, v, run=run_length(self.schedule))
         else:
-            vector = dense_builds.vector_steps(bool(dense and dense.contiguous), time, call.size,
-                                          call.arrays[0])
+            vector = dense_builds.vector_steps(bool(dense and dense.contiguous), time,
+                                               call.size, call.arrays[0])
             resident = bool(vector) and dense_builds.fits_in_l2(call.arrays[0])
             store = dense_builds.vector_store(
                 vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,

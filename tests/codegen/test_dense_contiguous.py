@@ -220,8 +220,9 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     # one lane a row: no reduction, the lane stores its row itself
     ("group_n32_vec4_lanes1", GROUP_VEC, None, {"ROW_LANES": 1}, 32, VECTOR4),
     ("group_n8_vec4_lanes1_store", GROUP_VEC, None, {"ROW_LANES": 1}, 8, VECTOR4 + STORE),
-    # 16 loads a lane in flight: rows of 0 to 40 atoms end in every position of a step (one
-    # lane: full steps and a partial one; two lanes: the partial step past the row's end)
+    # 16 loads a lane in flight: rows of 0 to 54 atoms (16 empty) end in 12 to 14 of a step's
+    # 16 positions (one lane: full steps and a partial one; two lanes: the partial step past
+    # the row's end)
     ("group_n32_vec4_lanes1_unroll16", GROUP_VEC, None, {"ROW_LANES": 1}, 32,
      VECTOR4 + UNROLL16),
     ("group_n16_vec2_lanes2_unroll16_store", GROUP_VEC, None, {"ROW_LANES": 2, "N_VEC": 2}, 16,
