@@ -270,14 +270,15 @@ __device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset
 // Chunk c = thread c owns atoms c*WPT .. min((c+1)*WPT, atoms) - 1 and walks them in order,
 // tracking the current tile (a row, for row layouts). A tile whose atoms all lie in the chunk
 // is stored; a tile split across chunks gets one atomic update from each chunk holding part
-// of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0). The block first finds
-// the tiles its chunks span and stages their boundaries in shared memory, where each thread
-// then searches and walks.
+// of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0).
 // SpMM: chunk c is worker c, whose DS threads (dense_space) each walk it once per block of up
 // to TEAAL_DENSE_BLOCK of their columns n = step * DS + slot (one accumulator per column).
-// The block's barriers all come before the loop over the blocks, which every thread enters
-// on its own (a thread leaves it at its first n past the rank), so every thread of the block
-// reaches every barrier.
+// Each warp finds the tiles its workers' chunks span (two of its lanes search the layout),
+// and each worker then searches that range: no barrier and no shared memory. The block-wide
+// staging that SpMV uses (below) made every warp of a block wait for the block's slowest
+// search and for the staging's loads. Measured on an H100 (BENCHMARKS.md, "a warp finds its
+// own rows"): 0.85 to 1.05x the time, 144 of 153 launches faster, with one warm copy; 0.91
+// to 1.06x, 48 of 60 faster, with 32 copies taking turns as the bench runs them.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_work_oriented(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -311,40 +312,36 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tiles = A.num_tiles();
   const offset_t atoms = A.num_atoms();
-  __shared__ offset_t block_rows[2];
   const offset_t tid = teaal_worker_thread;  // this thread's number in the schedule
-  // This block's threads are workers first_worker .. last_worker (thread t is worker t / DS;
-  // no divisibility of TPB by DS assumed), whose atoms are [block_begin, block_end). The
-  // launch has workers * DS threads, so first_worker < workers; last_worker may pass the last
-  // worker, whose chunk ends at atoms. 64-bit: workers * WPT may exceed offset_t.
-  const long long block_thread = (long long)blockIdx.x * TEAAL_BLOCK_THREADS;
-  const long long first_worker = block_thread / dense_space;
-  const long long last_worker = (block_thread + TEAAL_BLOCK_THREADS - 1) / dense_space;
-  const offset_t block_begin = (offset_t)(first_worker * work_per_thread);  // < atoms
-  const long long block_stop = (last_worker + 1) * (long long)work_per_thread;
-  const offset_t block_end = (offset_t)(block_stop < (long long)atoms ? block_stop : atoms);
-  const RowBounds global_rows{A, nullptr, 0, false};
-  if (threadIdx.x == 0) block_rows[0] = teaal_row_of(global_rows, 0, tiles - 1, block_begin);
-  if (threadIdx.x == TEAAL_BLOCK_THREADS - 1)
-    block_rows[1] = teaal_row_of(global_rows, 0, tiles - 1, block_end - 1);
-  __syncthreads();
-  // Tiles block_rows[0] .. block_rows[1] hold every atom of this block.
-  __shared__ offset_t staged[TEAAL_STAGED_ROWS + 1];
-  const offset_t row_count = block_rows[1] - block_rows[0] + 1;
-  const bool in_shared = row_count <= TEAAL_STAGED_ROWS;  // the same in every thread
-  if (in_shared) {
-    for (offset_t i = threadIdx.x; i <= row_count; i += TEAAL_BLOCK_THREADS) {
-      staged[i] = i == 0 ? A.tile_begin(block_rows[0]) : A.tile_end(block_rows[0] + i - 1);
-    }
+  // This warp's threads are workers first_worker .. last_worker (thread t is worker t / DS;
+  // no divisibility of 32 by DS assumed), whose atoms are [warp_begin, warp_end); a warp past
+  // the last worker (the launch's last block) has none and leaves whole, before the shuffles.
+  // last_worker may pass the last worker, whose chunk ends at atoms. 64-bit: workers * WPT
+  // may exceed offset_t.
+  const long long warp_thread = (long long)blockIdx.x * TEAAL_BLOCK_THREADS + (threadIdx.x & ~31u);
+  const long long first_worker = warp_thread / dense_space;
+  const long long last_worker = (warp_thread + 31) / dense_space;
+  const long long warp_first = first_worker * (long long)work_per_thread;
+  if (warp_first >= (long long)atoms) return;  // the same in every lane of the warp
+  const long long warp_stop = (last_worker + 1) * (long long)work_per_thread;
+  const offset_t warp_begin = (offset_t)warp_first;
+  const offset_t warp_end = (offset_t)(warp_stop < (long long)atoms ? warp_stop : atoms);
+  const RowBounds bounds{A, nullptr, 0, false};  // every boundary read from the layout
+  // Lanes 0 and 1 find the tiles of the warp's first and last atom at once.
+  const unsigned teaal_lane = threadIdx.x & 31u;
+  offset_t found = 0;
+  if (teaal_lane < 2) {
+    found = teaal_row_of(bounds, 0, tiles - 1, teaal_lane == 0 ? warp_begin : warp_end - 1);
   }
-  __syncthreads();
-  const RowBounds bounds{A, staged, block_rows[0], in_shared};
-
-  if (tid >= workers) return;  // (after the block-wide barrier)
+  const offset_t warp_rows0 = __shfl_sync(0xffffffffu, found, 0, 32);
+  const offset_t warp_rows1 = __shfl_sync(0xffffffffu, found, 1, 32);
+  // Tiles warp_rows0 .. warp_rows1 hold every atom of this warp.
+  if (tid >= workers) return;  // (after the warp's shuffles)
 
   const offset_t first = tid * work_per_thread;  // < atoms because tid < ceil(atoms / WPT)
   const offset_t last = (atoms - first < work_per_thread) ? atoms : first + work_per_thread;
-  const offset_t first_row = teaal_row_of(bounds, block_rows[0], block_rows[1], first);
+  const offset_t first_row = first == warp_begin
+      ? warp_rows0 : teaal_row_of(bounds, warp_rows0, warp_rows1, first);
   // No barrier below: each thread steps through its blocks of columns on its own.
   auto teaal_body = [&](auto teaal_block, offset_t teaal_step0) {
     constexpr int TB = decltype(teaal_block)::value;  // steps of this walk

@@ -125,9 +125,10 @@ __device__ __forceinline__ offset_t teaal_row_of(const RowBounds& bounds, offset
 // Chunk c = thread c owns atoms c*WPT .. min((c+1)*WPT, atoms) - 1 and walks them in order,
 // tracking the current tile (a row, for row layouts). A tile whose atoms all lie in the chunk
 // is stored; a tile split across chunks gets one atomic update from each chunk holding part
-// of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0). The block first finds
-// the tiles its chunks span and stages their boundaries in shared memory, where each thread
-// then searches and walks.
+// of it (combine ATOMIC: the caller zeroes y, so empty tiles read 0).
+// The block first finds the tiles its chunks span and stages their boundaries in shared
+// memory, where each thread then searches and walks: the 32 threads of a warp walk 32
+// chunks, whose 32 searches find their rows there rather than in global memory.
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_work_oriented(
     index_t rows,  // number of rows (tiles)
     index_t cols,  // number of columns (length of x)
@@ -145,9 +146,9 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmv_wor
   const Layout A{rows, cols, nnz, row_ids, col_ids, values};
   const offset_t tiles = A.num_tiles();
   const offset_t atoms = A.num_atoms();
-  __shared__ offset_t block_rows[2];
   const offset_t tid = (offset_t)blockIdx.x * TEAAL_BLOCK_THREADS + threadIdx.x;
   // This block's atoms [block_begin, block_end); 64-bit because TPB * WPT may exceed offset_t.
+  __shared__ offset_t block_rows[2];
   const long long block_atoms = (long long)TEAAL_BLOCK_THREADS * work_per_thread;
   const long long block_first = (long long)blockIdx.x * block_atoms;  // < atoms
   const offset_t block_begin = (offset_t)block_first;

@@ -78,13 +78,24 @@ def test_thread_and_group_mapped_spmm_walk_atoms_once_per_block(
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
-    """The block's barriers stay outside the blocked body (they precede the lambda), each
-    atom's value and column are loaded once for the block's columns, and the walk with atoms
-    loaded ahead is there for the runtime's build option, the plain walk by default."""
+    """No block barrier: each warp finds its rows by two lanes' searches and shuffles, which
+    every lane reaches (the whole warp leaves before them when it has no atoms, a thread past
+    the last worker only after them) outside the blocked body; each atom's value and column
+    are loaded once for the block's columns, and the walk with atoms loaded ahead is there
+    for the runtime's build option, the plain walk by default."""
     src = _source(REPO / "specs/spmm/nonzero_split.yaml", dtype)
     assert "#define TEAAL_DENSE_BLOCK 4" in src and BLOCKED_CALL in src and SINGLE_CALL in src
     kernel = src.split("Schedule: work-oriented")[1]
-    assert kernel.rindex("__syncthreads()") < kernel.index("auto teaal_body")
+    assert "__syncthreads()" not in kernel and "__shared__" not in kernel
+    warp_leaves = kernel.index("if (warp_first >= (long long)atoms) return;")
+    worker_leaves = kernel.index("if (tid >= workers) return;")
+    shuffles = [m.start() for m in re.finditer(r"__shfl_sync\(0xffffffffu, found", kernel)]
+    assert len(shuffles) == 2
+    assert warp_leaves < min(shuffles) and max(shuffles) < worker_leaves
+    assert worker_leaves < kernel.index("auto teaal_body")
+    # SpMV keeps the block's rows staged in shared memory (a warp walks 32 chunks there)
+    spmv = _source(REPO / "specs/work_oriented.yaml", dtype).split("Schedule: work-oriented")[1]
+    assert "__syncthreads()" in spmv and "__shfl_sync" not in spmv
     assert "#ifndef TEAAL_ATOMS_AHEAD\n#define TEAAL_ATOMS_AHEAD 1\n" in src
     assert "#if TEAAL_ATOMS_AHEAD > 1" in kernel
     assert "teaal_load_columns(teaal_x, c, column);" in kernel

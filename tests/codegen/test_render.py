@@ -183,17 +183,18 @@ def clean_layouts(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize("layout", ["csr", "coo", "ell"])
 def test_nonzero_split_holds_no_barrier_inside_the_loop_over_n(layout: str) -> None:
-    """Threads of one block leave the loop over N at different steps (N not a multiple of
-    DS): every barrier must come before it (the blocked body, a lambda run per block of
-    steps), the block's atom range from its workers (thread / DS), and each thread's row
-    search run once, outside it."""
+    """Threads of one warp leave the loop over N at different steps (N not a multiple of
+    DS): the warp's shuffles must come before it (the blocked body, a lambda run per block of
+    steps), with no block barrier anywhere, the warp's atom range from its workers
+    (thread / DS), and each thread's row search run once, outside it."""
     schedule = lower(load_spec(REPO / "specs/spmm/nonzero_split.yaml"), layout=layout)
     src = render(make_config(schedule, dtype="f32"))
     body = src.split("__global__")[1]
     head, loop = body.split("auto teaal_body = [&](auto teaal_block, offset_t teaal_step0) {")
-    assert head.count("__syncthreads()") == 2 and "__syncthreads" not in loop
-    assert "first_worker = block_thread / dense_space" in head
-    assert "(block_thread + TEAAL_BLOCK_THREADS - 1) / dense_space" in head
+    assert "__syncthreads" not in body
+    assert head.count("__shfl_sync(") == 2 and "__shfl_sync(0xffffffffu, found" not in loop
+    assert "first_worker = warp_thread / dense_space" in head
+    assert "last_worker = (warp_thread + 31) / dense_space" in head
     assert "teaal_row_of(bounds" in head and "teaal_row_of(" not in loop
 
 

@@ -126,6 +126,28 @@ def test_nonzero_split_rows_crossing_blocks_with_strided_columns(matrix: str, la
     assert bound.dense_space == min(lanes, 7)
 
 
+@pytest.mark.parametrize(("lanes", "width"), [(8, 8), (64, 70)])
+def test_nonzero_split_warps_find_their_own_rows(lanes: int, width: int) -> None:
+    """Each warp finds the rows of its workers' chunks itself (two lanes search, shuffles
+    share the result): workers of 8 threads, four to a warp, and workers of 64 threads, each
+    spanning two warps; in both the launch's last block holds whole warps past the last
+    worker (they leave at once, before the shuffles)."""
+    from teaal_loops.matrix import synthetic
+
+    A = synthetic("rmat", rows=256, nnz=1500, seed=4)
+    for chunk in range(3, 12):
+        params = {"NNZ_PER_WORKER": chunk, "N_LANES": lanes}
+        schedule = _schedule(REPO / "specs/spmm/nonzero_split.yaml", params)
+        bound = bind(schedule, tile_view(schedule.layout, A).shape, None, {}, dense_size=width)
+        launched = bound.launch.blocks * bound.launch.threads_per_block
+        if launched - bound.workers * lanes >= 32:
+            break
+    else:
+        pytest.fail("no chunk leaves a whole warp idle")
+    assert bound.dense_space == lanes
+    _run_and_compare(schedule, A, width)
+
+
 def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
                      options: tuple[str, ...] | None = None) -> Any:
     """The kernel on the CPU against SciPy (values) and the simulation (the owner of every
