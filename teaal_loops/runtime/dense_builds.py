@@ -6,7 +6,7 @@ A template writes each walk once; some of its variants are chosen at compile tim
 stores, loads in flight a lane). None of them changes which thread owns which (atom, dense
 index) or the order of any sum: they change how the same walk is issued. The rules here pick
 them per launch from what the runtime knows (threads a worker along the dense rank, steps,
-the bound chunk, the matrix's mean and longest tile, the launch's size, whether B fits in the
+the bound chunk, the matrix's mean and longest tile, the launch's size, B's share of the
 L2, alignment); :func:`dense_options` is asked at every dense launch, and its result cached.
 Each rule's comment gives the measurements it rests on (BENCHMARKS.md has the runs).
 """
@@ -45,22 +45,30 @@ ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 # in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
 # ahead in 10 of 15 cases (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us). With one
 # worker a warp (N = 128) the plain walk won 13 of 30 cases, so there it is built only where
-# B sits in half the L2 and a mean row is at most half a chunk: 8 wins (email-Enron 63.0 ->
-# 51.6 us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses (dnn_n1024-l1 and
-# bcsstk13, whose best variant is another spec). BENCHMARKS.md has the runs.
+# B fits in the L2 and a mean row is at most half a chunk: with B in half the L2, 8 wins
+# (email-Enron 63.0 -> 51.6 us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses
+# (dnn_n1024-l1 and bcsstk13, whose best variant is another spec); with B between half the L2
+# and all of it, 32 copies taking turns, 0.82 to 1.03x the plain walk's time on both GPUs
+# (soc-Slashdot0902, B 42 MB: 113.1 -> 92.5 us at 64 atoms on the H200; luxembourg_osm, 59 MB,
+# the H200 only: 69.3 -> 61.2 at 48; R-MAT and uniform of 2^16 rows: 0.96 to 1.03x), 19 of
+# 21 cases faster. Past the L2 (2^17 rows, 67 MB) R-MAT lost up to 1.02x, as R-MAT of 2^20
+# rows did, while uniform gained (0.93 to 0.98x): the rule stops at the L2's size, where
+# neither the gains nor the losses were large. BENCHMARKS.md has the runs.
 VECTOR_AHEAD = 4
+WARP_AHEAD_MAX_L2_SHARE = 1.0  # one worker a warp: B's bytes over the L2's, at most
 VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
 WARP_THREADS = 32
 # The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
 # group's columns and values by shuffles). Built for the vector launches (one block of 16-byte
 # runs) of 8 or 16 threads a worker, chunks longer than one group that span two rows or more
-# on average, and a B that fits in half the L2. On the H100 at N = 32 (8 threads, chunks of
-# 32 and 128), over the 44 corpus cases where chunks span rows, it took 0.77x the plain walk's
-# time (geomean; email-Enron 143 -> 70 us; 1.08 to 1.13x on cage8 and dnn); where rows are
-# longer the plain walk's unrolled loads already run ahead (ego-Twitter 1.12x, dnn 1.10x); on
-# the large classes, whose B streams from DRAM, 0.99 to 1.49x (banded, R-MAT slower).
-# BENCHMARKS.md has the runs.
+# on average, and a B that fits in half the L2 (SHUFFLED_MAX_L2_SHARE). On the H100 at
+# N = 32 (8 threads, chunks of 32 and 128), over the 44 corpus cases where chunks span rows,
+# it took 0.77x the plain walk's time (geomean; email-Enron 143 -> 70 us; 1.08 to 1.13x on
+# cage8 and dnn); where rows are longer the plain walk's unrolled loads already run ahead
+# (ego-Twitter 1.12x, dnn 1.10x); on the large classes, whose B streams from DRAM, 0.99 to
+# 1.49x (banded, R-MAT slower). BENCHMARKS.md has the runs.
 ATOMS_SHUFFLED_OPTION = "-DTEAAL_ATOMS_SHUFFLED=1"
+SHUFFLED_MAX_L2_SHARE = 0.5  # B's bytes over the L2's, at most
 SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below it
 # A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
 # are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
@@ -97,7 +105,7 @@ DEEP_UNROLL_VALUE_BYTES = 4  # float32
 
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
-                  vector: int = 0, resident: bool = False,
+                  vector: int = 0, l2_share: float = float("inf"),
                   mean_atoms: float = 0.0, store: bool = False, *, group: int = 0,
                   longest: int = 0, threads: int = 0, value_bytes: int = 0) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
@@ -107,11 +115,12 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
     the steps one vector load reads), blocks of that many steps read by vector loads (SDDMM,
     :func:`sampled_vector`: 1, its dot products read so); and, for a vector launch of
-    :data:`SHUFFLED_SPACES` threads a worker whose dense input is ``resident`` (fits in half
-    the L2, :func:`fits_in_l2`) and whose tiles hold ``mean_atoms`` atoms, at most half a
-    chunk, the walk ahead with loads shared by shuffles; for other vector launches of workers
-    sharing a warp, and of one worker a warp under the resident, short-row condition,
-    :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
+    :data:`SHUFFLED_SPACES` threads a worker whose dense input takes ``l2_share`` of the L2
+    (:func:`l2_share`; infinite: unknown), at most :data:`SHUFFLED_MAX_L2_SHARE`, and whose
+    tiles hold ``mean_atoms`` atoms, at most half a chunk, the walk ahead with loads shared
+    by shuffles; for other vector launches of workers sharing a warp, and of one worker a
+    warp with such rows and a dense input of at most :data:`WARP_AHEAD_MAX_L2_SHARE` of the
+    L2, :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
     the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
     too. ``group`` (group-mapped: lanes a row), the ``longest`` tile's atoms, the launch's
@@ -119,14 +128,15 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     remembered."""
     long_chunk = chunk > ATOMS_AHEAD
     one_vector = vector > 1 and time == vector
-    # B in the L2 and chunks spanning two rows or more on average
-    resident_short_rows = resident and 0 < mean_atoms * 2 <= chunk
-    shuffled = one_vector and space in SHUFFLED_SPACES and long_chunk and resident_short_rows
+    short_rows = 0 < mean_atoms * 2 <= chunk  # chunks span two rows or more on average
+    shuffled = (one_vector and space in SHUFFLED_SPACES and long_chunk and short_rows
+                and l2_share <= SHUFFLED_MAX_L2_SHARE)
+    warp_ahead = (space == WARP_THREADS and short_rows
+                  and l2_share <= WARP_AHEAD_MAX_L2_SHARE)
     ahead = 0
     if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
         ahead = ATOMS_AHEAD
-    elif one_vector and chunk > VECTOR_AHEAD and (
-            space < WARP_THREADS or (space == WARP_THREADS and resident_short_rows)):
+    elif one_vector and chunk > VECTOR_AHEAD and (space < WARP_THREADS or warp_ahead):
         ahead = VECTOR_AHEAD
     unroll = value_bytes == DEEP_UNROLL_VALUE_BYTES and deep_unroll(group, mean_atoms, longest,
                                                                       threads)
@@ -149,10 +159,10 @@ def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bo
     return threads <= DEEP_UNROLL_MAX_FILL * info.sm_count * info.max_threads_per_sm
 
 
-def fits_in_l2(operand: Any) -> bool:
-    """Whether ``operand`` (a CuPy array) takes at most half the device's L2, so that a
-    gather of its rows mostly hits there."""
-    return int(operand.nbytes) * 2 <= backend.device_info().l2_bytes
+def l2_share(operand: Any) -> float:
+    """``operand``'s bytes (a CuPy array) over the device's L2: at most a half, gathers of its
+    rows mostly hit there; up to one, the rows a launch reuses soon still do."""
+    return int(operand.nbytes) / backend.device_info().l2_bytes
 
 
 @functools.lru_cache(maxsize=128)

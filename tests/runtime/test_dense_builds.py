@@ -98,34 +98,36 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
 
 
 @pytest.mark.parametrize(
-    ("space", "time", "vector", "resident", "chunk", "mean", "shuffled", "four_ahead"), [
-        (8, 4, 4, True, 32, 4, True, False),  # N = 32, runs of 4 float32: 8 threads a worker
-        (16, 4, 4, True, 32, 16, True, False),  # N = 64; rows of half a chunk
-        (8, 2, 2, True, 32, 4, True, False),  # runs of 2 float64
-        (8, 4, 4, True, 32, 17, False, True),  # rows longer than half a chunk
-        (8, 4, 4, False, 32, 4, False, True),  # B larger than half the L2
-        (32, 4, 4, True, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
-        (32, 4, 4, True, 32, 17, False, False),  # one worker a warp, rows over half a chunk
-        (32, 4, 4, False, 32, 4, False, False),  # one worker a warp, B larger than the L2
-        (64, 4, 4, True, 32, 4, False, False),  # a worker of two warps: not measured
-        (4, 4, 4, True, 32, 4, False, True),  # fewer threads than a group's atoms
-        (8, 4, 0, True, 32, 4, False, False),  # no vector build (misaligned B)
-        (8, 4, 4, True, 8, 4, False, True),  # a chunk of one group of 8, two of 4
-        (8, 4, 4, True, 4, 1, False, False),  # a chunk of one group of 4
-        (8, 8, 4, False, 32, 4, False, False),  # two blocks of vector loads
+    ("space", "time", "vector", "share", "chunk", "mean", "shuffled", "four_ahead"), [
+        (8, 4, 4, 0.5, 32, 4, True, False),  # N = 32, runs of 4 float32: 8 threads a worker
+        (16, 4, 4, 0.5, 32, 16, True, False),  # N = 64; rows of half a chunk
+        (8, 2, 2, 0.5, 32, 4, True, False),  # runs of 2 float64
+        (8, 4, 4, 0.5, 32, 17, False, True),  # rows longer than half a chunk
+        (8, 4, 4, 0.51, 32, 4, False, True),  # B larger than half the L2
+        (32, 4, 4, 0.5, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
+        (32, 4, 4, 1.0, 32, 4, False, True),  # one worker a warp, B the size of the L2
+        (32, 4, 4, 0.5, 32, 17, False, False),  # one worker a warp, rows over half a chunk
+        (32, 4, 4, 1.01, 32, 4, False, False),  # one worker a warp, B larger than the L2
+        (32, 4, 4, float("inf"), 32, 4, False, False),  # one worker a warp, B's size unknown
+        (64, 4, 4, 0.5, 32, 4, False, False),  # a worker of two warps: not measured
+        (4, 4, 4, 0.5, 32, 4, False, True),  # fewer threads than a group's atoms
+        (8, 4, 0, 0.5, 32, 4, False, False),  # no vector build (misaligned B)
+        (8, 4, 4, 0.5, 8, 4, False, True),  # a chunk of one group of 8, two of 4
+        (8, 4, 4, 0.5, 4, 1, False, False),  # a chunk of one group of 4
+        (8, 8, 4, 0.51, 32, 4, False, False),  # two blocks of vector loads
     ])
 def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_in_l2(
-    fake: FakeCupy, space: int, time: int, vector: int, resident: bool, chunk: int, mean: int,
+    fake: FakeCupy, space: int, time: int, vector: int, share: float, chunk: int, mean: int,
     shuffled: bool, four_ahead: bool,
 ) -> None:
     """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
-    chunks longer than a group and at least twice a mean row, B resident in the L2; 4 atoms
+    chunks longer than a group and at least twice a mean row, B in half the L2; 4 atoms
     ahead in the other vector launches of one block whose workers share a warp, and in those
-    of one worker a warp under the same resident, short-row condition; the plain vector build
+    of one worker a warp with such rows and B within the L2; the plain vector build
     elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
-    options = kernel.function(prepared, dense=(space, time, vector, False), resident=resident).options
+    options = kernel.function(prepared, dense=(space, time, vector, False), l2_share=share).options
     assert (dense_builds.ATOMS_SHUFFLED_OPTION in options) == shuffled
     assert (dense_builds.ATOMS_AHEAD_OPTION in options) == shuffled
     assert (dense_builds.VECTOR_AHEAD_OPTION in options) == four_ahead
@@ -135,7 +137,7 @@ def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_
     # SDDMM's and the thread-mapped sources have no such walk
     lanes = pipeline.compile(SPECS / "spmm/lanes_over_n_vec.yaml")
     assert dense_builds.dense_options(_prepared(lanes).source, space, time, chunk=chunk,
-                                 vector=vector, resident=resident) == \
+                                 vector=vector, l2_share=share) == \
         dense_builds.dense_options(_prepared(lanes).source, space, time, vector=vector)
 
 
@@ -154,7 +156,7 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     kernel = pipeline.compile(SPECS / "spmm/lanes_over_n_tiled.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        resident=False, threads=0: asked.append(dense))
+                        l2_share=0.0, threads=0: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(
         bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=4)),
@@ -166,14 +168,14 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     assert asked == [(32, 1, 0, False), (32, 2, 0, False), (32, 5, 0, False)]
 
 
-@pytest.mark.parametrize(("nbytes", "resident"), [(500, True), (501, False)])
-def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
-    monkeypatch: pytest.MonkeyPatch, nbytes: int, resident: bool,
+@pytest.mark.parametrize("nbytes", [500, 1001])
+def test_a_vector_launch_asks_b_s_share_of_the_l2(
+    monkeypatch: pytest.MonkeyPatch, nbytes: int,
 ) -> None:
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        resident=False, threads=0: asked.append((dense, resident)))
+                        l2_share=float("inf"), threads=0: asked.append((dense, l2_share)))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     monkeypatch.setattr(backend, "device_info", lambda: types.SimpleNamespace(l2_bytes=1000))
     prepared = types.SimpleNamespace(
@@ -190,9 +192,10 @@ def test_a_vector_launch_asks_whether_b_fits_in_half_the_l2(
     kernel._dense_function(prepared, types.SimpleNamespace(size=30, arrays=(B,)), Z, None,
                            8, 4)
     # the vector build asks (and stores by vectors where Z allows); a launch with no vector
-    # loads never shuffles, so never asks, and stores element by element
-    assert asked == [((8, 4, 4, True), resident), ((8, 4, 4, False), resident),
-                     ((8, 4, 0, False), False)]
+    # loads never shuffles or loads ahead, so never asks, and stores element by element
+    share = nbytes / 1000
+    assert asked == [((8, 4, 4, True), share), ((8, 4, 4, False), share),
+                     ((8, 4, 0, False), float("inf"))]
 
 
 H100 = types.SimpleNamespace(sm_count=132, max_threads_per_sm=2048, l2_bytes=50 << 20)
