@@ -286,6 +286,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
 
   const offset_t first = tid * work_per_thread;  // < atoms because tid < ceil(atoms / WPT)
   const offset_t last = (atoms - first < work_per_thread) ? atoms : first + work_per_thread;
+  // The warp's first worker starts in the warp's first tile; the others search the range.
   const offset_t first_row = first == warp_begin
       ? warp_rows0 : teaal_row_of(bounds, warp_rows0, warp_rows1, first);
   // No barrier below: each thread steps through its blocks of columns on its own.

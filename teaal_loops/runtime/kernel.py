@@ -259,9 +259,8 @@ class Kernel:
         its outputs take vector stores), whose build options follow from them, the bound
         chunk size and group, the matrix's mean and longest tile, the dense input's
         ``l2_share`` (its bytes over the L2's; infinite: unknown), the launch's ``threads``
-        and the dtype
-        (dense_builds.dense_options: blocks of one step, atoms loaded ahead, their loads
-        shared, vector loads, loads a lane)."""
+        and the dtype (dense_builds.dense_options: blocks of one step, atoms loaded ahead,
+        their loads shared, vector loads, loads a lane)."""
         options: tuple[str, ...] = ()
         if dense is not None:
             bound = prepared.bound
