@@ -205,8 +205,18 @@ union TeaalTileSlot {
   value_t product;
 };
 // Items a staged tile holds per thread: 128 bytes of slots a thread (40 KB at most), at most
-// 32 items: 32 in float32, 16 in float64 (or with 64-bit offsets).
+// 32 items: 32 in float32, 16 in float64 (or with 64-bit offsets). The runtime builds each
+// SpMV launch with the tile sized for its own chunk (-DTEAAL_TILE_ITEMS=IPT, IPT at most that
+// many; teaal_loops/schedules/merge_path.py, build_options): a tile of 8 items a thread, a
+// quarter of float32's default, leaves shared memory to L1, which caches x's gathers (H200,
+// rmat-s23 at 8 items: 1,301 -> 1,185 us).
+#ifdef TEAAL_TILE_ITEMS
+constexpr int TEAAL_TILE_BYTES = TEAAL_TILE_ITEMS * (int)sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS;
+static_assert(TEAAL_TILE_BYTES <= (128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960),
+              "TEAAL_TILE_ITEMS: a tile is at most the default's size");
+#else
 constexpr int TEAAL_TILE_BYTES = 128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960;
+#endif
 constexpr int TEAAL_STAGED_IPT =
     (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 32 ? 32
     : (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) < 1 ? 1
@@ -215,8 +225,13 @@ constexpr int TEAAL_TILE_CAPACITY = TEAAL_BLOCK_THREADS * TEAAL_STAGED_IPT;
 // One padding slot every 32 keeps threads that read slots IPT apart off each other's banks.
 __device__ __forceinline__ int teaal_slot(int p) { return p + (p >> 5); }
 constexpr int TEAAL_TILE_SLOTS = TEAAL_TILE_CAPACITY + 2 + (TEAAL_TILE_CAPACITY + 1) / 32;
-// Contributions a thread loads per unrolled step (all in flight together).
-constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < 16 ? TEAAL_STAGED_IPT : 16;
+// Contributions a thread loads per unrolled step (all in flight together): at most 16, or
+// fewer where the build caps its registers (TEAAL_MIN_BLOCKS below).
+#ifndef TEAAL_STAGE_UNROLL_MAX
+#define TEAAL_STAGE_UNROLL_MAX 16
+#endif
+constexpr int TEAAL_STAGE_UNROLL = TEAAL_STAGED_IPT < TEAAL_STAGE_UNROLL_MAX ? TEAAL_STAGED_IPT
+                                                                            : TEAAL_STAGE_UNROLL_MAX;
 // Row bounds the long-chunk path stages in the tile's memory.
 constexpr int TEAAL_DIRECT_ROWS = (int)(TEAAL_TILE_SLOTS * sizeof(TeaalTileSlot) / sizeof(offset_t)) - 1;
 
@@ -302,8 +317,11 @@ struct TeaalCarry {
   }
 };
 
-// Half the GPU's threads resident (registers for a thread's whole share of loads in flight).
+// Half the GPU's threads resident (registers for a thread's whole share of loads in flight),
+// unless the build asks for more (float32 tiles of 9 to 16 items: build_options).
+#ifndef TEAAL_MIN_BLOCKS
 #define TEAAL_MIN_BLOCKS (1024 / TEAAL_BLOCK_THREADS > 0 ? 1024 / TEAAL_BLOCK_THREADS : 1)
+#endif
 
 extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS, TEAAL_MIN_BLOCKS) teaal_spmv_merge_path(
     index_t rows,  // number of rows (tiles)

@@ -248,7 +248,10 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         # unless K is in space), as the binding checks them (ir/dense.py)
         "sum_lanes": reduce_lanes(cfg.schedule, cfg.group_size),
         "sum_run": run_length(cfg.schedule),
-        **definition.template_context(cfg.schedule),
+        # the atoms' loads (prelude): through L1 in SpMM, streaming elsewhere unless the
+        # schedule says otherwise for its dtype
+        "atoms_through_l1": cfg.form == "spmm",
+        **definition.template_context(cfg.schedule, cfg.value_type),
     }
     source = template.render(context)
     if cfg.epilogue is not None:

@@ -61,6 +61,7 @@ class PreparedMatrix:
     bound: BoundSchedule
     config: KernelConfig
     source: str
+    options: tuple[str, ...]  # the build's -D options (ScheduleDefinition.build_options)
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     leading_args: tuple[Any, ...]  # layout + schedule arguments, in signature order
@@ -232,15 +233,17 @@ class Kernel:
             )
         definition = schedule_definition(bound.kind)
         source = render(cfg)
-        no_owner = cupy.zeros(1, dtype=np.int32)
-        computed = prepared_arrays(cfg, bound, matrix, source, no_owner)
         value_bytes = self.dtype.itemsize
+        options = definition.build_options(bound, value_bytes)
+        no_owner = cupy.zeros(1, dtype=np.int32)
+        computed = prepared_arrays(cfg, bound, matrix, source, no_owner, options)
         scratch_bytes = definition.scratch_bytes(bound, value_bytes)
         return PreparedMatrix(
             matrix=matrix,
             bound=bound,
             config=cfg,
             source=source,
+            options=options,
             grid=(max(launch.blocks, 0), 1, 1),
             block=(launch.threads_per_block, 1, 1),
             leading_args=leading_arguments(cfg, bound, matrix, computed),
@@ -254,14 +257,15 @@ class Kernel:
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
                  dense: tuple[int, int, int, bool] | None = None,
                  l2_share: float = float("inf"), threads: int = 0) -> Any:
-        """The compiled kernel: the trace build or not; ``dense``, a dense launch's (threads a
+        """The compiled kernel, built with the binding's options (``prepared.options``): the
+        trace build or not; ``dense``, a dense launch's (threads a
         worker along the dense rank, steps each takes, steps read by vector loads or 0, whether
         its outputs take vector stores), whose build options follow from them, the bound
         chunk size and group, the matrix's mean and longest tile, the dense input's
         ``l2_share`` (its bytes over the L2's; infinite: unknown), the launch's ``threads``
         and the dtype (dense_builds.dense_options: blocks of one step, atoms loaded ahead,
         their loads shared, vector loads, loads a lane)."""
-        options: tuple[str, ...] = ()
+        options = prepared.options
         if dense is not None:
             bound = prepared.bound
             options = dense_builds.dense_options(
@@ -592,10 +596,12 @@ def leading_arguments(
 
 
 def prepared_arrays(
-    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix, source: str, dummy: Any
+    cfg: KernelConfig, bound: BoundSchedule, matrix: DeviceMatrix, source: str, dummy: Any,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The schedule's arrays computed once per matrix (merge-path's block partition), each by
-    its kernel in ``source``: that kernel takes the product kernel's parameters, so the
+    its kernel in ``source`` built with the product's ``options`` (so that both see the same
+    constants): that kernel takes the product kernel's parameters, so the
     layout's and the schedule's are passed as a launch passes them and the operands after
     them as ``dummy`` (pointers) or zero (scalars), which it does not read."""
     wanted = schedule_definition(bound.kind).prepared_arrays(bound)
@@ -612,7 +618,7 @@ def prepared_arrays(
     threads = cfg.threads_per_block
     for a in wanted:
         if a.length:
-            fn = backend.get_function(source, a.kernel)
+            fn = backend.get_function(source, a.kernel, options=options)
             fn(((a.length + threads - 1) // threads, 1, 1), (threads, 1, 1), leading + tuple(rest))
     return computed
 

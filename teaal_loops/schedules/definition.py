@@ -144,12 +144,19 @@ class ScheduleDefinition:
         leaves it zero when it ends, so launches on one stream share it."""
         return 0
 
+    def build_options(self, bound: BoundSchedule, value_bytes: int) -> tuple[str, ...]:
+        """``-DNAME=VALUE`` options the kernel of this binding is built with (the product and
+        the kernels filling its prepared arrays alike): none unless a schedule sizes its
+        kernel for the bound chunk. Dense launches take theirs from runtime.dense_builds."""
+        return ()
+
     def zeroes_output(self, bound: BoundSchedule, value_bytes: int) -> bool:
         """True when the output must be zero before a launch (the kernel adds into it)."""
         return bound.schedule.combine is Combine.ATOMIC
 
-    def template_context(self, schedule: Schedule) -> dict[str, Any]:
-        """Extra Jinja2 variables of the schedule's template."""
+    def template_context(self, schedule: Schedule, value_type: str) -> dict[str, Any]:
+        """Extra Jinja2 variables of the schedule's template (``value_type``: "float" or
+        "double"), over render's defaults."""
         return {}
 
     # -- words ----------------------------------------------------------------------------

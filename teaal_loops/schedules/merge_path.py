@@ -79,6 +79,33 @@ def is_staged(bound: BoundSchedule, value_bytes: int) -> bool:
     )
 
 
+# SpMV builds with the staged tile sized for the bound chunk (BENCHMARKS.md, "merge-path's
+# tile sized for its chunk"; H100 and H200, 10 matrices, float32 and float64): the default
+# tile holds 32 float32 items a thread whatever the chunk, and its shared memory is taken from
+# L1, which caches x's gathers. Sized for 4 or 8 items, rmat-s23 at the suite's best chunk
+# went from 0.93x to 1.02-1.03x the best cuSPARSE (float32) and soc-Slashdot0902 from 0.89-0.91x
+# to 1.00x. Float32 tiles of 9 to 16 items also take MORE_BLOCKS_THREADS resident threads a SM
+# (registers capped, so 8 loads a step in flight): longrows 0.81-0.86x -> 0.96-0.97x and
+# ego-Twitter 0.79-0.80x -> 0.96-0.97x at 16 items, within 1% elsewhere; float64 tiles of 16
+# items lost up to 2x that way (the same registers hold half the values).
+MORE_BLOCKS_THREADS = 1536
+MORE_BLOCKS_STAGE_UNROLL = 8
+
+
+def build_options(bound: BoundSchedule, value_bytes: int) -> tuple[str, ...]:
+    """The build of a merge-path SpMV launch (see above); none for SpMM or the direct walk."""
+    if bound.schedule.form.kind != "spmv" or not is_staged(bound, value_bytes):
+        return ()
+    items = bound.work_per_thread
+    options: tuple[str, ...] = (f"-DTEAAL_TILE_ITEMS={items}",)
+    slot_bytes = max(value_bytes, 8 if bound.index_bits == 64 else 4)
+    if slot_bytes == 4 and 8 < items <= 16:
+        blocks = max(1, MORE_BLOCKS_THREADS // bound.launch.threads_per_block)
+        options += (f"-DTEAAL_MIN_BLOCKS={blocks}",
+                    f"-DTEAAL_STAGE_UNROLL_MAX={MORE_BLOCKS_STAGE_UNROLL}")
+    return options
+
+
 class MergePath(FlatSchedule):
     kind = "merge_path"
     template = "schedules/merge_path.cu.j2"
@@ -120,8 +147,11 @@ class MergePath(FlatSchedule):
         own = (BLOCK_ROWS,) if self._partitioned(schedule) else ()
         return super().kernel_params(schedule) + own
 
-    def template_context(self, schedule: Schedule) -> dict[str, Any]:
+    def template_context(self, schedule: Schedule, value_type: str) -> dict[str, Any]:
         return {"partition_name": PARTITION_KERNEL}
+
+    def build_options(self, bound: BoundSchedule, value_bytes: int) -> tuple[str, ...]:
+        return build_options(bound, value_bytes)
 
     def prepared_arrays(self, bound: BoundSchedule) -> tuple[PreparedArray, ...]:
         if not self._partitioned(bound.schedule):

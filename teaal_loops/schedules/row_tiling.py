@@ -254,7 +254,7 @@ class RowTiledSchedule(ScheduleDefinition):
                 f"matrix with {bound.matrix.rows} rows: use smaller parameters"
             )
 
-    def template_context(self, schedule: Schedule) -> dict[str, Any]:
+    def template_context(self, schedule: Schedule, value_type: str) -> dict[str, Any]:
         tiling = schedule.tiling
         assert tiling is not None
         return {

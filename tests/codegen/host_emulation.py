@@ -160,13 +160,14 @@ class EmulationResult:
 
 def run(
     cfg: KernelConfig, bound: BoundSchedule, A: sp.csr_matrix, x: np.ndarray[Any, Any],
-    *, timeout: float = 60.0, launches: int = 1,
+    *, timeout: float = 60.0, launches: int = 1, options: tuple[str, ...] = (),
 ) -> EmulationResult:
     """Execute the kernel of ``cfg`` for ``bound`` on ``A`` and ``x`` (y pre-filled NaN or 0),
-    ``launches`` times over the same scratch (y restored between launches)."""
+    ``launches`` times over the same scratch (y restored between launches), built with
+    ``options`` (the prepare kernels too, as the runtime builds them)."""
     from teaal_loops.runtime.kernel import schedule_arguments
 
-    exe = build(cfg)
+    exe = build(cfg, options)
     value = np.dtype(cfg.dtype)
     offset = np.int64 if cfg.index_bits == 64 else np.int32
     rows, cols = A.shape

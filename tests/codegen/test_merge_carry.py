@@ -19,7 +19,7 @@ from teaal_loops.codegen.config import make_config
 from teaal_loops.codegen.render import render
 from teaal_loops.lowering import simulate
 from teaal_loops.schedules import bind, schedule_definition
-from teaal_loops.schedules.merge_path import staged_items
+from teaal_loops.schedules.merge_path import build_options, staged_items
 from teaal_loops.types import MatrixShape
 from tests.codegen import hand_schedules as hs
 from tests.codegen import host_emulation as emu
@@ -62,9 +62,15 @@ def _long_rows(seed: int, cols: int = 900) -> sp.csr_matrix:
                          shape=(len(lengths), cols))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("dtype", "sized"), [
+    ("float32", False), ("float64", False), ("float32", True),
+], ids=["float32", "float64", "float32-sized"])
 @pytest.mark.parametrize("items", [1, 2, 3])
-def test_rows_split_across_blocks_are_carried_without_zeroing(dtype: str, items: int) -> None:
+def test_rows_split_across_blocks_are_carried_without_zeroing(
+    dtype: str, items: int, sized: bool
+) -> None:
+    """Also built as the runtime builds it (``sized``: the tile sized for the chunk,
+    merge_path.build_options), which changes the tile's capacity, not whose atoms are whose."""
     schedule = hs.merge_path()
     definition = schedule_definition("merge_path")
     for seed in (1, 2):
@@ -83,7 +89,9 @@ def test_rows_split_across_blocks_are_carried_without_zeroing(dtype: str, items:
         assert widest + 1 >= (8 if items == 1 else 3)  # one row's pieces in that many blocks
         x = np.random.default_rng(seed).uniform(-1, 1, A.shape[1])
         cfg = make_config(schedule, dtype=dtype, bound=bound)
-        result = emu.run(cfg, bound, A, x)
+        options = build_options(bound, value_bytes) if sized else ()
+        assert (f"-DTEAAL_TILE_ITEMS={items}" in options) == sized
+        result = emu.run(cfg, bound, A, x, options=options)
         assert not np.isnan(result.y).any(), "a row was never stored"
         tol = 1e-4 if dtype == "float32" else 1e-12
         np.testing.assert_allclose(result.y, A @ x, rtol=tol, atol=tol)
@@ -92,7 +100,7 @@ def test_rows_split_across_blocks_are_carried_without_zeroing(dtype: str, items:
         # and a third launch over it stores the same bits
         assert len(result.scratch) == definition.scratch_bytes(bound, value_bytes)
         assert not any(result.scratch), "a carried piece was left in the scratch"
-        again = emu.run(cfg, bound, A, x, launches=3)
+        again = emu.run(cfg, bound, A, x, launches=3, options=options)
         np.testing.assert_array_equal(again.y, result.y)
         assert not any(again.scratch)
 
@@ -163,6 +171,47 @@ def test_staged_items_is_the_template_constant(dtype: str, bits: int, threads: i
         input=source, capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("dtype", "items"), [
+    ("float32", 1), ("float32", 8), ("float32", 16), ("float32", 32), ("float64", 4),
+    ("float64", 16),
+])
+def test_a_sized_build_stages_its_chunk_and_no_more(dtype: str, items: int) -> None:
+    """build_options' tile holds exactly the bound chunk a thread (so the kernel and the
+    runtime's is_staged still agree), in a shared buffer of that size, and a float32 tile of
+    9 to 16 items asks for 12 blocks a SM with 8 loads a step."""
+    bound = bind(hs.merge_path(), MatrixShape(rows=10, cols=10, nnz=10), None,
+                 {"ITEMS_PER_THREAD": items})
+    cfg = make_config(hs.merge_path(), dtype=dtype, bound=bound)
+    slot = max(np.dtype(dtype).itemsize, 4)
+    more = dtype == "float32" and 8 < items <= 16
+    source = render(cfg) + (
+        f"\nstatic_assert(TEAAL_STAGED_IPT == {items}, \"staged items\");\n"
+        f"static_assert(TEAAL_TILE_BYTES == {items * slot * 128}, \"tile bytes\");\n"
+        f"static_assert(TEAAL_STAGE_UNROLL == {min(items, 8 if more else 16)}, \"unroll\");\n"
+        f"static_assert(TEAAL_MIN_BLOCKS == {12 if more else 8}, \"blocks\");\n"
+    )
+    assert emu.CXX is not None
+    done = subprocess.run(
+        [emu.CXX, *emu.CXXFLAGS, *build_options(bound, np.dtype(dtype).itemsize),
+         "-fsyntax-only", "-include", str(emu.SHIM), "-x", "c++", "-"],
+        input=source, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_tile_past_the_default_does_not_build() -> None:
+    bound = bind(hs.merge_path(), MatrixShape(rows=10, cols=10, nnz=10), None,
+                 {"ITEMS_PER_THREAD": 8})
+    source = render(make_config(hs.merge_path(), dtype="float64", bound=bound))
+    assert emu.CXX is not None
+    done = subprocess.run(
+        [emu.CXX, *emu.CXXFLAGS, "-DTEAAL_TILE_ITEMS=17", "-fsyntax-only", "-include",
+         str(emu.SHIM), "-x", "c++", "-"],
+        input=source, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode != 0 and "at most the default" in done.stderr
 
 
 def test_past_carry_max_blocks_split_rows_are_added_atomically(

@@ -53,7 +53,7 @@ def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100, grou
     the bound atoms per worker of work-oriented; ``group``: lanes a row of group-mapped; a
     matrix of ``rows`` rows of ``mean`` atoms, the longest ``longest``)."""
     return types.SimpleNamespace(
-        source=kernel.source, config=kernel._nominal, _functions={},
+        source=kernel.source, options=(), config=kernel._nominal, _functions={},
         bound=types.SimpleNamespace(
             work_per_thread=chunk, group_size=group,
             matrix=types.SimpleNamespace(rows=rows, nnz=rows * mean,
