@@ -32,8 +32,10 @@ typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 // atoms from pushing x out of the caches. In SpMM the threads of a worker along N read each
 // atom, and a worker walks its atoms again for each block of its dense steps: loads through
 // L1, where those reads find them again.
+// This kernel reads them through L1 too (teaal_loops/schedules/group_mapped.py): a lane
+// group's step reads part of a line of float64 values, and its next step finds the rest there.
 template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
-  return __ldcs(p);
+  return __ldg(p);
 }
 typedef const value_t* __restrict__ XVec;  // the dense input vector x
 typedef value_t* __restrict__ YVec;  // the output vector y
@@ -41,8 +43,9 @@ typedef value_t* __restrict__ YVec;  // the output vector y
 
 #define TEAAL_GROUP_SIZE 256
 // Steps of a lane's loop whose loads are in flight together.
+// float64 SpMV: two, with the atoms read through L1 (teaal_loops/schedules/group_mapped.py).
 #ifndef TEAAL_UNROLL
-#define TEAAL_UNROLL 4
+#define TEAAL_UNROLL 2
 #endif
 static_assert(TEAAL_UNROLL >= 1, "TEAAL_UNROLL must be at least 1");
 

@@ -36,6 +36,17 @@ class GroupMapped(RowTiledSchedule):
     worker_word = "group"
     combine_text = "the group's lanes reduce their partial sums, one lane stores the row"
 
+    def template_context(self, schedule: Schedule, value_type: str) -> dict[str, Any]:
+        # float64 SpMV: two steps of loads in flight, not four, and the atoms read through L1
+        # (BENCHMARKS.md, "group-mapped float64"): banded 1,400 -> 1,192 us (H100) and 967 ->
+        # 851 us (H200) at 8 lanes a row; float32 keeps four streaming steps (two lost 23%).
+        f64_spmv = schedule.form.kind == "spmv" and value_type == "double"
+        context = super().template_context(schedule, value_type)
+        context["spmv_unroll"] = 2 if f64_spmv else 4
+        if f64_spmv:
+            context["atoms_through_l1"] = True
+        return context
+
     def claims(self, ctx: MappingContext) -> bool:
         return not ctx.flat_parts and ctx.atom_rank in ctx.parts
 

@@ -267,3 +267,17 @@ def test_blocked_kernel_on_the_cpu(case: str) -> None:
     bound = spmm_emu._run_and_compare(spmm_emu._schedule(spec, params), spmm_emu._matrix(),
                                       width)
     assert bound.dense_time == dense_time
+
+
+def test_group_mapped_float64_spmv_walks_two_steps_through_l1() -> None:
+    """float64 SpMV (group-mapped only) keeps two steps of loads in flight and reads its atoms
+    through L1; float32 SpMV keeps four streaming steps, SpMM and the other schedules their
+    own loads, whatever the dtype."""
+    f64 = _source(REPO / "specs/group_mapped.yaml", "f64")
+    f32 = _source(REPO / "specs/group_mapped.yaml", "f32")
+    assert "#define TEAAL_UNROLL 2\n" in f64 and "return __ldg(p);" in f64
+    assert "#define TEAAL_UNROLL 4\n" in f32 and "return __ldcs(p);" in f32
+    for spec in ("thread_mapped", "merge_path", "work_oriented"):
+        assert "return __ldcs(p);" in _source(REPO / f"specs/{spec}.yaml", "f64")
+    spmm = _source(REPO / "specs/spmm/group_lanes_vec.yaml", "f64")
+    assert "#define TEAAL_UNROLL 4\n" in spmm and "return __ldg(p);" in spmm
