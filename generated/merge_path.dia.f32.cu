@@ -205,7 +205,7 @@ union TeaalTileSlot {
 // SpMV launch with the tile sized for its own chunk (-DTEAAL_TILE_ITEMS=IPT, IPT at most that
 // many; teaal_loops/schedules/merge_path.py, build_options): a tile of 8 items a thread, a
 // quarter of float32's default, leaves shared memory to L1, which caches x's gathers (H200,
-// rmat-s23 at 8 items: 1,301 -> 1,185 us).
+// rmat-s23 at 8 items: 1,301 -> 1,186 us).
 #ifdef TEAAL_TILE_ITEMS
 constexpr int TEAAL_TILE_BYTES = TEAAL_TILE_ITEMS * (int)sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS;
 static_assert(TEAAL_TILE_BYTES <= (128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960),

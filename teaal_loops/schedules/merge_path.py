@@ -80,14 +80,15 @@ def is_staged(bound: BoundSchedule, value_bytes: int) -> bool:
 
 
 # SpMV builds with the staged tile sized for the bound chunk (BENCHMARKS.md, "merge-path's
-# tile sized for its chunk"; H100 and H200, 10 matrices, float32 and float64): the default
-# tile holds 32 float32 items a thread whatever the chunk, and its shared memory is taken from
-# L1, which caches x's gathers. Sized for 4 or 8 items, rmat-s23 at the suite's best chunk
-# went from 0.93x to 1.02-1.03x the best cuSPARSE (float32) and soc-Slashdot0902 from 0.89-0.91x
-# to 1.00x. Float32 tiles of 9 to 16 items also take MORE_BLOCKS_THREADS resident threads a SM
-# (registers capped, so 8 loads a step in flight): longrows 0.81-0.86x -> 0.96-0.97x and
-# ego-Twitter 0.79-0.80x -> 0.96-0.97x at 16 items, within 1% elsewhere; float64 tiles of 16
-# items lost up to 2x that way (the same registers hold half the values).
+# tile sized for its chunk"; probes on an H100 and an H200, 10 matrices, float32 and float64):
+# the default tile holds 32 float32 items a thread whatever the chunk, and its shared memory is
+# taken from L1, which caches x's gathers. Sized for 4 or 8 items, float32 rmat-s23 at its best
+# chunk went from 0.92-0.93x to 1.02-1.03x the best cuSPARSE and soc-Slashdot0902 from
+# 0.89-0.91x to 0.99-1.01x. Float32 tiles of 9 to 16 items also take MORE_BLOCKS_THREADS
+# resident threads a SM (registers capped, so 8 loads a step in flight): at 16 items longrows
+# 0.88-0.91x -> 0.96-0.97x and ego-Twitter 0.82x -> 0.96-0.97x, the other large classes within
+# 1.5%; float64 tiles of 16 items ran up to 1.9x slower that way (the same registers hold half
+# as many values), so they keep the default.
 MORE_BLOCKS_THREADS = 1536
 MORE_BLOCKS_STAGE_UNROLL = 8
 
