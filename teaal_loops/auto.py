@@ -47,7 +47,8 @@ to auto): where ``x`` is larger than :data:`PANEL_X_BYTES`, at least :data:`PANE
 of the nonzeros fall outside ``x``'s hottest 8 MiB of columns (random access that the L2 cannot
 hold) and at least :data:`PANEL_FAR_SHARE` lie away from the diagonal (a band's window stays
 in L2), merge-path runs
-over ``panels:P``, P = ``ceil(x bytes / PANEL_SLICE_BYTES)`` (:func:`panel_choice`). This is
+over ``panels:P``, P = ``ceil(x bytes / PANEL_SLICE_BYTES)``, with about a mean row of a
+panel of items a thread (8 to 16; :func:`panel_choice`). This is
 the one rule that reads column indices (:func:`column_stats`: a column histogram and each
 nonzero's distance from the diagonal, :mod:`teaal_loops.matrix.columns`), and only past the
 first size test.
@@ -137,6 +138,13 @@ PANEL_SLICE_BYTES = 22 * 2**20  # ... is cut into panels of at most this much of
 PANEL_COLD_SHARE = 0.25
 PANEL_FAR_SHARE = 0.5
 PANEL_MAX = 8
+# Merge-path's items a thread over panels: about a mean row of one panel (a row's nonzeros
+# spread over the panels), clamped to 8..16. With the staged tile sized for its chunk, 8 items
+# beat the default 16 on uniform, power-law and many-empty-rows over their panels (2 in float32,
+# 3 in float64: 1.2% to 6.0% faster on an H100 and an H200), and 16 kept longrows' 32-nonzero
+# rows over two float64 panels 5% to 12% faster than 8 (BENCHMARKS.md, "panels' items").
+PANEL_ITEMS_MIN = 8
+PANEL_ITEMS_MAX = 16
 
 
 def staged_merge_items(value_bytes: int = 4, wide_offsets: bool = False) -> int:
@@ -449,7 +457,9 @@ def choose(
     """
     c = c or constants(value_bytes, device)
     if columns is not None and int(stats.nnz) >= c.THROUGHPUT_WAVES * resident_threads(device):
-        panels = panel_choice(columns, int(stats.nnz), value_bytes)
+        rows, nnz = int(stats.rows), int(stats.nnz)
+        mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
+        panels = panel_choice(columns, nnz, value_bytes, mean)
         if panels is not None:
             return panels
     choice = _choose(stats, device, c)
@@ -464,20 +474,24 @@ def choose(
                       f"for {value_bytes}-byte values")
 
 
-def panel_choice(columns: ColumnStats, nnz: int, value_bytes: int) -> AutoChoice | None:
-    """Rule T3 (module docstring): merge-path over column panels, or None."""
+def panel_choice(
+    columns: ColumnStats, nnz: int, value_bytes: int, mean: float = 0.0
+) -> AutoChoice | None:
+    """Rule T3 (module docstring): merge-path over column panels, or None; ``mean``: the mean
+    row's nonzeros (items a thread: about a mean row of a panel, see PANEL_ITEMS_MIN)."""
     x_bytes = columns.cols * int(value_bytes)
     if (x_bytes <= PANEL_X_BYTES or columns.cold_share < PANEL_COLD_SHARE
             or columns.far_share < PANEL_FAR_SHARE):
         return None
     panels = min(PANEL_MAX, math.ceil(x_bytes / PANEL_SLICE_BYTES))
+    items = max(PANEL_ITEMS_MIN, min(PANEL_ITEMS_MAX, _pow2_nearest(mean / panels)))
     return AutoChoice(
-        "merge_path", MERGE_SPEC, {}, "T3",
+        "merge_path", MERGE_SPEC, {MERGE_PARAM: items}, "T3",
         f"{nnz} nonzeros gathering from {x_bytes / 2**20:.0f} MiB of x, "
         f"{columns.cold_share:.0%} of them outside its hottest {RESIDENT_BYTES >> 20} MiB and "
         f"{columns.far_share:.0%} far from the diagonal: "
         f"merge-path over {panels} column panels of at most "
-        f"{math.ceil(x_bytes / panels / 2**20)} MiB",
+        f"{math.ceil(x_bytes / panels / 2**20)} MiB, {items} items a thread",
         layout=f"panels:{panels}",
     )
 

@@ -84,7 +84,25 @@ def test_the_shares_measured_on_the_large_classes_decide(
 def test_x_of_32_and_64_mib_take_two_and_three_panels(value_bytes: int, panels: int) -> None:
     choice = auto.choose(LARGE, H200, value_bytes=value_bytes, columns=SPREAD)
     assert choice.rule == "T3" and choice.layout == f"panels:{panels}"
-    assert choice.schedule == "merge_path" and choice.label == f"merge_path@panels:{panels}"
+    # LARGE's mean row over 2 or 3 panels is at most 8 nonzeros a panel: 8 items a thread
+    assert choice.schedule == "merge_path"
+    assert choice.label == f"merge_path[ITEMS_PER_THREAD=8]@panels:{panels}"
+
+
+@pytest.mark.parametrize(("mean", "value_bytes", "items"), [
+    (16, 4, 8),  # uniform, power-law, many empty rows over 2 panels (float32)
+    (16, 8, 8),  # ... over 3 (float64): 5.3 a panel, at least 8
+    (32, 4, 16),  # 32-nonzero rows over 2 panels (longrows over its two float64 panels)
+    (400, 4, 16),  # long rows: at most 16
+])
+def test_panels_take_about_a_mean_row_of_a_panel_a_thread(
+    mean: int, value_bytes: int, items: int
+) -> None:
+    rows = 1 << 23
+    large = stats(rows, rows * mean)
+    choice = auto.choose(large, H200, value_bytes=value_bytes, columns=SPREAD)
+    assert choice.rule == "T3" and choice.params == {"ITEMS_PER_THREAD": items}
+    assert f"{items} items a thread" in choice.reason
 
 
 def test_panels_need_an_x_past_the_limit_and_a_large_matrix() -> None:
