@@ -212,3 +212,35 @@ def poisson_2d(n: int) -> sp.csr_matrix:
     tri = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
     eye = sp.identity(n)
     return sp.csr_matrix(sp.kron(eye, tri) + sp.kron(tri, eye))
+
+
+class RecordingCupy:
+    """A stand-in CuPy that compiles nothing and records each module's build options (in
+    ``compiled``), so that tests see which build each launch asks for."""
+
+    def __init__(self) -> None:
+        self.compiled: list[tuple[str, ...]] = []
+        recorder = self
+
+        class RawModule:
+            def __init__(self, code: str, options: tuple[str, ...], backend: str) -> None:
+                recorder.compiled.append(tuple(options))
+                self.options = tuple(options)
+
+            def get_function(self, name: str) -> Any:
+                return types.SimpleNamespace(name=name, options=self.options)
+
+        self.RawModule = RawModule
+        device = types.SimpleNamespace(compute_capability="90")
+        self.cuda = types.SimpleNamespace(Device=lambda: device)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingCupy:
+    """:class:`RecordingCupy` in place of CuPy, with an empty module cache."""
+    from teaal_loops.runtime import backend
+
+    cupy = RecordingCupy()
+    monkeypatch.setattr(backend, "cupy_module", lambda: cupy)
+    monkeypatch.setattr(backend, "_modules", {})
+    return cupy

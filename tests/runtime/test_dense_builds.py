@@ -3,8 +3,9 @@ step for register-blocked SpMM kernels whose threads take one dense step
 (dense_builds.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
 warp and take one step (dense_builds.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
 launches whose B sits in the L2 (dense_builds.ATOMS_SHUFFLED_OPTION), 4 atoms ahead in the other vector
-launches of workers sharing a warp (dense_builds.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in CuPy
-records the compile options, so the tests see which build each launch asks for."""
+launches of workers sharing a warp (dense_builds.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in
+CuPy (conftest.RecordingCupy) records the compile options, so the tests see which build each launch
+asks for."""
 
 from __future__ import annotations
 
@@ -17,34 +18,9 @@ import pytest
 
 from teaal_loops import pipeline
 from teaal_loops.runtime import backend, dense_builds
+from tests.runtime.conftest import RecordingCupy
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
-
-
-class FakeCupy:
-    def __init__(self) -> None:
-        self.compiled: list[tuple[str, ...]] = []
-        fake = self
-
-        class RawModule:
-            def __init__(self, code: str, options: tuple[str, ...], backend: str) -> None:
-                fake.compiled.append(tuple(options))
-                self.options = tuple(options)
-
-            def get_function(self, name: str) -> Any:
-                return types.SimpleNamespace(name=name, options=self.options)
-
-        self.RawModule = RawModule
-        device = types.SimpleNamespace(compute_capability="90")
-        self.cuda = types.SimpleNamespace(Device=lambda: device)
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupy:
-    cupy = FakeCupy()
-    monkeypatch.setattr(backend, "cupy_module", lambda: cupy)
-    monkeypatch.setattr(backend, "_modules", {})
-    return cupy
 
 
 def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100, group: int = 1,
@@ -61,7 +37,7 @@ def _prepared(kernel: Any, chunk: int = 32, mean: int = 4, rows: int = 100, grou
 
 
 @pytest.mark.parametrize("spec", ["spmm/lanes_over_n.yaml", "spmm/group_lanes_over_k.yaml"])
-def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec: str) -> None:
+def test_a_blocked_kernel_builds_single_step_launches_apart(fake: RecordingCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert dense_builds.dense_options(prepared.source, 32, 1) == (dense_builds.SINGLE_STEP_OPTION,)
@@ -79,7 +55,7 @@ def test_a_blocked_kernel_builds_single_step_launches_apart(fake: FakeCupy, spec
 @pytest.mark.parametrize(("layout", "ahead"), [(None, True), ("coo", True), ("ell", False),
                                                ("bcsr:2x2", False)])
 def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
-    fake: FakeCupy, layout: str | None, ahead: bool
+    fake: RecordingCupy, layout: str | None, ahead: bool
 ) -> None:
     """Only for layouts whose atoms are nonzeros (the others' sources have no such walk), and
     only for one dense step of fewer than 32 threads a worker."""
@@ -117,7 +93,7 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
         (8, 8, 4, 0.51, 32, 4, False, False),  # two blocks of vector loads
     ])
 def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_in_l2(
-    fake: FakeCupy, space: int, time: int, vector: int, share: float, chunk: int, mean: int,
+    fake: RecordingCupy, space: int, time: int, vector: int, share: float, chunk: int, mean: int,
     shuffled: bool, four_ahead: bool,
 ) -> None:
     """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
@@ -142,7 +118,7 @@ def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_
 
 
 @pytest.mark.parametrize("spec", ["thread_mapped.yaml", "sddmm/lanes_over_k.yaml"])
-def test_other_kernels_have_one_build(fake: FakeCupy, spec: str) -> None:
+def test_other_kernels_have_one_build(fake: RecordingCupy, spec: str) -> None:
     kernel = pipeline.compile(SPECS / spec)
     prepared = _prepared(kernel)
     assert dense_builds.dense_options(prepared.source, 8, 1) == ()
@@ -247,7 +223,7 @@ def test_group_mapped_spmm_issues_16_loads_a_lane_in_small_launches_of_small_gro
 
 
 def test_a_group_mapped_launch_passes_its_group_longest_row_and_size_to_the_build(
-    fake: FakeCupy, monkeypatch: pytest.MonkeyPatch,
+    fake: RecordingCupy, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(backend, "device_info", lambda: H100)
     kernel = pipeline.compile(SPECS / "spmm/group_lanes_vec.yaml", params={"ROW_LANES": 1})

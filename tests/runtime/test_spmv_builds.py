@@ -1,7 +1,8 @@
 """Merge-path SpMV launches are built for their chunk (schedules/merge_path.build_options): the
 staged tile sized for the bound items a thread, and float32 tiles of 9 to 16 items with more
 blocks a SM and 8 loads a step. The product and the partition kernel that fills its prepared
-block rows get the same build. Without a GPU, a stand-in CuPy records the compile options."""
+block rows get the same build. Without a GPU, a stand-in CuPy (conftest.RecordingCupy)
+records the compile options."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from teaal_loops.schedules import bind, schedule_definition
 from teaal_loops.schedules.merge_path import build_options, is_staged
 from teaal_loops.types import MatrixShape
 from tests.codegen import hand_schedules as hs
+from tests.runtime.conftest import RecordingCupy
 
 SHAPE = MatrixShape(rows=1000, cols=1000, nnz=20000)
 
@@ -70,31 +72,9 @@ def test_spmm_and_other_schedules_have_no_build_options() -> None:
     assert schedule_definition(group.kind).build_options(group, 4) == ()
 
 
-class FakeCupy:
-    def __init__(self) -> None:
-        self.compiled: list[tuple[str, ...]] = []
-        fake = self
-
-        class RawModule:
-            def __init__(self, code: str, options: tuple[str, ...], backend: str) -> None:
-                fake.compiled.append(tuple(options))
-
-            def get_function(self, name: str) -> Any:
-                return types.SimpleNamespace(name=name)
-
-        self.RawModule = RawModule
-        self.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(
-            compute_capability="90"))
-
-
-def test_the_product_is_built_with_the_prepared_options(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_product_is_built_with_the_prepared_options(fake: RecordingCupy) -> None:
     from teaal_loops import pipeline
 
-    fake = FakeCupy()
-    monkeypatch.setattr(backend, "cupy_module", lambda: fake)
-    monkeypatch.setattr(backend, "_modules", {})
     kernel = pipeline.compile(hs.merge_path(8))
     options = ("-DTEAAL_TILE_ITEMS=8",)
     prepared = types.SimpleNamespace(source=kernel.source, options=options,
