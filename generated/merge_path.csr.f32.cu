@@ -223,12 +223,14 @@ union TeaalTileSlot {
 // many; teaal_loops/schedules/merge_path.py, build_options): a tile of 8 items a thread, a
 // quarter of float32's default, leaves shared memory to L1, which caches x's gathers (H200,
 // rmat-s23 at 8 items: 1,301 -> 1,186 us).
+constexpr int TEAAL_DEFAULT_TILE_BYTES =
+    128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960;
 #ifdef TEAAL_TILE_ITEMS
 constexpr int TEAAL_TILE_BYTES = TEAAL_TILE_ITEMS * (int)sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS;
-static_assert(TEAAL_TILE_BYTES <= (128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960),
+static_assert(TEAAL_TILE_BYTES <= TEAAL_DEFAULT_TILE_BYTES,
               "TEAAL_TILE_ITEMS: a tile is at most the default's size");
 #else
-constexpr int TEAAL_TILE_BYTES = 128 * TEAAL_BLOCK_THREADS < 40960 ? 128 * TEAAL_BLOCK_THREADS : 40960;
+constexpr int TEAAL_TILE_BYTES = TEAAL_DEFAULT_TILE_BYTES;
 #endif
 constexpr int TEAAL_STAGED_IPT =
     (int)(TEAAL_TILE_BYTES / (sizeof(TeaalTileSlot) * TEAAL_BLOCK_THREADS)) > 32 ? 32

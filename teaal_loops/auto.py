@@ -457,9 +457,7 @@ def choose(
     """
     c = c or constants(value_bytes, device)
     if columns is not None and int(stats.nnz) >= c.THROUGHPUT_WAVES * resident_threads(device):
-        rows, nnz = int(stats.rows), int(stats.nnz)
-        mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
-        panels = panel_choice(columns, nnz, value_bytes, mean)
+        panels = panel_choice(columns, int(stats.nnz), value_bytes, _mean_row(stats))
         if panels is not None:
             return panels
     choice = _choose(stats, device, c)
@@ -508,7 +506,7 @@ def column_stats(A: Any, value_bytes: int) -> ColumnStats | None:
 
 def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> AutoChoice:
     rows, nnz = int(stats.rows), int(stats.nnz)
-    mean = float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
+    mean = _mean_row(stats)
     longest, cv = int(stats.max), float(stats.cv)
     resident = resident_threads(device)
     if rows == 0 or nnz == 0:
@@ -556,6 +554,12 @@ def _flat_choice(nnz: int, rule: str, reason: str, c: AutoConstants) -> AutoChoi
     """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
     items = c.FLAT_WORK if nnz <= c.FLAT_LARGE_NNZ else c.FLAT_WORK_LARGE
     return AutoChoice("merge_path", MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
+
+
+def _mean_row(stats: MatrixStats) -> float:
+    """The mean row's nonzeros: the statistics' own, else nnz / rows (0 for no rows)."""
+    rows, nnz = int(stats.rows), int(stats.nnz)
+    return float(stats.mean) if stats.mean else (nnz / rows if rows else 0.0)
 
 
 def _pow2_nearest(value: float) -> int:

@@ -42,7 +42,7 @@ class GroupMapped(RowTiledSchedule):
         # 851 us (H200) at 8 lanes a row; float32 keeps four streaming steps (two lost 23%).
         f64_spmv = schedule.form.kind == "spmv" and value_type == "double"
         context = super().template_context(schedule, value_type)
-        context["spmv_unroll"] = 2 if f64_spmv else 4
+        context["default_unroll"] = 2 if f64_spmv else 4
         if f64_spmv:
             context["atoms_through_l1"] = True
         return context

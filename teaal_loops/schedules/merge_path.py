@@ -71,11 +71,15 @@ def staged_items(value_bytes: int, offset_bytes: int, block_threads: int) -> int
     return max(1, min(STAGED_MAX_ITEMS, per_thread))
 
 
+def offset_bytes(bound: BoundSchedule) -> int:
+    """Bytes of an offset (a tile bound) in this binding's kernel."""
+    return 8 if bound.index_bits == 64 else 4
+
+
 def is_staged(bound: BoundSchedule, value_bytes: int) -> bool:
     """Whether the kernel stages this binding's tiles (else it walks the layout directly)."""
-    offset_bytes = 8 if bound.index_bits == 64 else 4
     return bound.work_per_thread <= staged_items(
-        value_bytes, offset_bytes, bound.launch.threads_per_block
+        value_bytes, offset_bytes(bound), bound.launch.threads_per_block
     )
 
 
@@ -99,8 +103,7 @@ def build_options(bound: BoundSchedule, value_bytes: int) -> tuple[str, ...]:
         return ()
     items = bound.work_per_thread
     options: tuple[str, ...] = (f"-DTEAAL_TILE_ITEMS={items}",)
-    slot_bytes = max(value_bytes, 8 if bound.index_bits == 64 else 4)
-    if slot_bytes == 4 and 8 < items <= 16:
+    if max(value_bytes, offset_bytes(bound)) == 4 and 8 < items <= 16:  # 4-byte slots
         blocks = max(1, MORE_BLOCKS_THREADS // bound.launch.threads_per_block)
         options += (f"-DTEAAL_MIN_BLOCKS={blocks}",
                     f"-DTEAAL_STAGE_UNROLL_MAX={MORE_BLOCKS_STAGE_UNROLL}")
