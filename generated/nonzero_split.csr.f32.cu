@@ -110,8 +110,8 @@ __device__ __forceinline__ void teaal_add_columns(const YVec (&y)[TB], offset_t 
 // Atoms loaded ahead of the walk over rows (spmm_ahead_walk below); 1: the plain walk. The
 // runtime builds launches whose workers share a warp (DS < 32) with -DTEAAL_ATOMS_AHEAD=8
 // where they take one dense step and walk chunks of more than 8 atoms, and with 4 where they
-// take one block of vector loads, and so does one worker a warp where B sits in the L2 and
-// rows are short (teaal_loops/runtime/dense_builds.py).
+// take one block of vector loads, and so does one worker a warp where rows are short
+// (teaal_loops/runtime/dense_builds.py).
 #ifndef TEAAL_ATOMS_AHEAD
 #define TEAAL_ATOMS_AHEAD 1
 #endif

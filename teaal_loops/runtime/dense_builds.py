@@ -45,17 +45,19 @@ ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 # in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
 # ahead in 10 of 15 cases (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us). With one
 # worker a warp (N = 128) the plain walk won 13 of 30 cases, so there it is built only where
-# B fits in the L2 and a mean row is at most half a chunk: with B in half the L2, 8 wins
-# (email-Enron 63.0 -> 51.6 us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses
-# (dnn_n1024-l1 and bcsstk13, whose best variant is another spec); with B between half the L2
-# and all of it, 32 copies taking turns, 0.82 to 1.03x the plain walk's time on both GPUs
-# (soc-Slashdot0902, B 42 MB: 113.1 -> 92.5 us at 64 atoms on the H200; luxembourg_osm, 59 MB,
-# the H200 only: 69.3 -> 61.2 at 48; R-MAT and uniform of 2^16 rows: 0.96 to 1.03x), 19 of
-# 21 cases faster. Past the L2 (2^17 rows, 67 MB) R-MAT lost up to 1.02x, as R-MAT of 2^20
-# rows did, while uniform gained (0.93 to 0.98x): the rule stops at the L2's size, where
-# neither the gains nor the losses were large. BENCHMARKS.md has the runs.
+# a mean row is at most half a chunk: with B in half the L2, 8 wins (email-Enron 63.0 -> 51.6
+# us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses (dnn_n1024-l1 and bcsstk13,
+# whose best variant is another spec); with B between half the L2 and all of it, 32 copies
+# taking turns, 0.82 to 1.03x the plain walk's time on both GPUs (soc-Slashdot0902, B 42 MB:
+# 113.1 -> 92.5 us at 64 atoms on the H200; luxembourg_osm, 59 MB, the H200 only: 69.3 ->
+# 61.2 at 48; R-MAT and uniform of 2^16 rows: 0.96 to 1.03x), 19 of 21 cases faster. Past the
+# L2 it was first left out (R-MAT of 2^17 rows, B 67 MB, lost up to 1.02x at 48 and 64 atoms),
+# and is now built there too: on the SpMM suite's random-access classes (2^20 rows, B 512 MB
+# at N = 128, ten times the L2), chunks of 48, 64 and 128 atoms, it took 0.969 to 0.986x the
+# plain walk's time on the H100 (uniform, R-MAT and long rows alike); on the H200 uniform and
+# long rows took 0.958 to 0.984x and R-MAT 1.003 to 1.007x
+# (benchmarks/probes/warp_shuffle_probe.py). BENCHMARKS.md has the runs.
 VECTOR_AHEAD = 4
-WARP_AHEAD_MAX_L2_SHARE = 1.0  # one worker a warp: B's bytes over the L2's, at most
 VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
 WARP_THREADS = 32
 # The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
@@ -119,9 +121,9 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     (:func:`l2_share`; infinite: unknown), at most :data:`SHUFFLED_MAX_L2_SHARE`, and whose
     tiles hold ``mean_atoms`` atoms, at most half a chunk, the walk ahead with loads shared
     by shuffles; for other vector launches of workers sharing a warp, and of one worker a
-    warp with such rows and a dense input of at most :data:`WARP_AHEAD_MAX_L2_SHARE` of the
-    L2, :data:`VECTOR_AHEAD_OPTION`. A vector launch's slots all lie inside
-    the dense rank (:func:`vector_steps`), so every thread of a worker reaches every shuffle.
+    warp with such rows (whatever B's size), :data:`VECTOR_AHEAD_OPTION`. A vector launch's
+    slots all lie inside the dense rank (:func:`vector_steps`), so every thread of a worker
+    reaches every shuffle.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
     too. ``group`` (group-mapped: lanes a row), the ``longest`` tile's atoms, the launch's
     ``threads`` and the bytes of a value: :func:`deep_unroll`. Asked at every dense launch, so
@@ -131,8 +133,7 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     short_rows = 0 < mean_atoms * 2 <= chunk  # chunks span two rows or more on average
     shuffled = (one_vector and space in SHUFFLED_SPACES and long_chunk and short_rows
                 and l2_share <= SHUFFLED_MAX_L2_SHARE)
-    warp_ahead = (space == WARP_THREADS and short_rows
-                  and l2_share <= WARP_AHEAD_MAX_L2_SHARE)
+    warp_ahead = space == WARP_THREADS and short_rows
     ahead = 0
     if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
         ahead = ATOMS_AHEAD

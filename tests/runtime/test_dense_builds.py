@@ -83,8 +83,10 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
         (32, 4, 4, 0.5, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
         (32, 4, 4, 1.0, 32, 4, False, True),  # one worker a warp, B the size of the L2
         (32, 4, 4, 0.5, 32, 17, False, False),  # one worker a warp, rows over half a chunk
-        (32, 4, 4, 1.01, 32, 4, False, False),  # one worker a warp, B larger than the L2
-        (32, 4, 4, float("inf"), 32, 4, False, False),  # one worker a warp, B's size unknown
+        (32, 4, 4, 1.01, 32, 4, False, True),  # one worker a warp, B larger than the L2
+        (32, 4, 4, 10.0, 64, 16, False, True),  # ... ten times the L2, rows of a quarter chunk
+        (32, 4, 4, 10.0, 24, 16, False, False),  # ... rows over half a chunk
+        (32, 4, 4, float("inf"), 32, 4, False, True),  # one worker a warp, B's size unknown
         (64, 4, 4, 0.5, 32, 4, False, False),  # a worker of two warps: not measured
         (4, 4, 4, 0.5, 32, 4, False, True),  # fewer threads than a group's atoms
         (8, 4, 0, 0.5, 32, 4, False, False),  # no vector build (misaligned B)
@@ -99,7 +101,7 @@ def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_
     """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
     chunks longer than a group and at least twice a mean row, B in half the L2; 4 atoms
     ahead in the other vector launches of one block whose workers share a warp, and in those
-    of one worker a warp with such rows and B within the L2; the plain vector build
+    of one worker a warp with such rows, whatever B's size; the plain vector build
     elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
