@@ -52,7 +52,7 @@ ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
 # 113.1 -> 92.5 us at 64 atoms on the H200; luxembourg_osm, 59 MB, the H200 only: 69.3 ->
 # 61.2 at 48; R-MAT and uniform of 2^16 rows: 0.96 to 1.03x), 19 of 21 cases faster. Past the
 # L2 it was first left out (R-MAT of 2^17 rows, B 67 MB, lost up to 1.02x at 48 and 64 atoms),
-# and is now built there too: on the SpMM suite's random-access classes (2^20 rows, B 512 MB
+# and is now built there too: on the SpMM suite's random-access classes (2^20 rows, B 512 MiB
 # at N = 128, ten times the L2), chunks of 48, 64 and 128 atoms, it took 0.969 to 0.986x the
 # plain walk's time on the H100 (uniform, R-MAT and long rows alike); on the H200 uniform and
 # long rows took 0.958 to 0.984x and R-MAT 1.003 to 1.007x
@@ -161,8 +161,8 @@ def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bo
 
 
 def l2_share(operand: Any) -> float:
-    """``operand``'s bytes (a CuPy array) over the device's L2: at most a half, gathers of its
-    rows mostly hit there; up to one, the rows a launch reuses soon still do."""
+    """``operand``'s bytes (a CuPy array) over the device's L2 (at most a half: gathers of its
+    rows mostly hit there, which the shuffled walk's rule asks)."""
     return int(operand.nbytes) / backend.device_info().l2_bytes
 
 

@@ -258,9 +258,9 @@ class Kernel:
                  dense: tuple[int, int, int, bool] | None = None,
                  l2_share: float = float("inf"), threads: int = 0) -> Any:
         """The compiled kernel, built with the binding's options (``prepared.options``): the
-        trace build or not; ``dense``, a dense launch's (threads a
-        worker along the dense rank, steps each takes, steps read by vector loads or 0, whether
-        its outputs take vector stores), whose build options follow from them, the bound
+        trace build or not; ``dense``, a dense launch's (threads a worker along the dense
+        rank, steps each takes, steps read by vector loads or 0, whether its outputs take
+        vector stores), whose build options follow from them instead, the bound
         chunk size and group, the matrix's mean and longest tile, the dense input's
         ``l2_share`` (its bytes over the L2's; infinite: unknown), the launch's ``threads``
         and the dtype (dense_builds.dense_options: blocks of one step, atoms loaded ahead,
