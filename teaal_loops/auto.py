@@ -22,7 +22,8 @@ candidate gets a cost and the cheapest wins:
   ``(+ CB for a block group's shared-memory reduction, - CT for thread-mapped, which reduces
   nothing)``;
 * merge-path (equal shares of row ends plus nonzeros, split rows combined in the block, y
-  zeroed first; ``FLAT_WORK`` items a thread, ``FLAT_WORK_LARGE`` past ``FLAT_LARGE_NNZ``):
+  zeroed first; ``FLAT_WORK`` items a thread, past ``FLAT_LARGE_NNZ`` nonzeros merge-path's
+  default of 8, and ``FLAT_WORK_LARGE`` past its 2M merge items, :func:`_flat_choice`):
   ``CF0 + CFS * log2(rows) + CFW * nnz / resident`` (the zeroing, the tile search, the
   streaming). This candidate was work-oriented until merge-path's staged kernel beat it on
   every skewed matrix (H200, the tuning run recorded in BENCHMARKS.md).
@@ -30,10 +31,14 @@ candidate gets a cost and the cheapest wins:
 **Throughput regime** (large matrices, bandwidth-bound):
 
 * skewed rows (``cv >= HIGH_CV``, or a longest row ``>= LONG_ROW`` and ``>= SKEW`` x the mean):
-  ``T1``, merge-path with about a mean row of items a thread (the power of two nearest the
-  mean, clamped to ``LARGE_ITEMS_MIN``..``LARGE_ITEMS_MAX``). A warp a row waits on
-  the longest row (R-MAT scale 23: 0.49x cuSPARSE), work-oriented's chunks do not coalesce
-  (longrows: 0.24x); staged merge-path reached 0.91x on both in the same H200 run;
+  ``T1``, merge-path. A warp a row waits on the longest row (R-MAT scale 23: 0.49x
+  cuSPARSE), work-oriented's chunks do not coalesce (longrows: 0.24x); staged merge-path
+  reached 0.91x on both in the same H200 run. Items a thread: ``LARGE_ITEMS_MAX`` where the
+  row of a typical nonzero reads ``x`` nearly in sequence (:func:`reads_x_in_sequence`: its
+  columns on average at most :data:`SEQUENTIAL_GAP_BYTES` of ``x`` apart), else
+  ``LARGE_ITEMS_MIN``. Scattered gathers of ``x`` bound the walk, and small tiles win there
+  (more of L1 left to ``x``); a walk along ``x`` is bound by its instructions, which long
+  chunks amortise (BENCHMARKS.md, "merge-path's items on skewed rows");
 * otherwise (``T2``) group-mapped with about ``LANE_WORK`` nonzeros a lane (``G`` = the power of
   two nearest below ``mean / LANE_WORK``, a block group past 32 lanes, up to 512), but at least
   ``MIN_LARGE_GROUP`` lanes for rows of ``2 * LANE_WORK`` or more.
@@ -83,7 +88,10 @@ H200 together: ``CI`` 0.25, ``CFS`` 0 and ``LANE_WORK`` 1 (BENCHMARKS.md, float6
 Every run then had the H100 wanting 16 lanes a row on the banded float64 matrix and the H200
 8, which one set cannot give both: the H200's own float64 set, fitted to its two float64
 suites (``--per-device``), has ``FLAT_WORK`` 4, ``FLAT_LARGE_NNZ`` 500,000 and ``LANE_WORK`` 2
-(in-sample 51 -> 56 of 60 within 5%; BENCHMARKS.md, per-GPU constants).
+(in-sample 51 -> 56 of 60 within 5%; BENCHMARKS.md, per-GPU constants). Rule T1 took about a
+mean row of items until ncu showed that the best chunk follows how a typical nonzero's row reads
+``x`` (:func:`reads_x_in_sequence`): ``LARGE_ITEMS_MIN`` went from 16 to 4 in every set (rmat-s23
+1.09x -> 1.00x its best variant on the H100 in float32, 1.07x -> 1.00x in float64).
 """
 
 from __future__ import annotations
@@ -103,6 +111,8 @@ from teaal_loops.matrix.columns import ColumnStats, column_stats_of
 from teaal_loops.matrix.convert import as_csr
 from teaal_loops.matrix.limit_model import RESIDENT_BYTES
 from teaal_loops.matrix.stats import RowStats, row_stats
+from teaal_loops.schedules.flat import DEFAULT_ITEMS_PER_THREAD
+from teaal_loops.schedules.merge_path import MERGE_LARGE_ITEMS
 from teaal_loops.types import DeviceInfo
 
 INT32_MAX = 2**31 - 1
@@ -145,6 +155,14 @@ PANEL_MAX = 8
 # rows over two float64 panels 5% to 12% faster than 8 (BENCHMARKS.md, "panels' items").
 PANEL_ITEMS_MIN = 8
 PANEL_ITEMS_MAX = 16
+# Rule T1's split (reads_x_in_sequence). On an H100 in float32 (ncu; BENCHMARKS.md, "merge-path's
+# items on skewed rows"): rmat-s23, whose nonzeros' rows are 3.4K of 8.4M columns long (a
+# gather every 10 KB of x), is bound by L2 throughput (85-93% busy at 4 and 16 items) and 4 items
+# win, as smaller tiles leave L1 to x (hit rate 16.6% against 9.4%); longrows, whose nonzeros
+# mostly lie in rows of 943K sorted columns of 4.2M (one every 20 bytes of x), reads x along
+# those rows, and 4 items run twice the instructions of 16 at half the memory throughput (0.58x
+# cuSPARSE against 0.96x). One 128-byte line: a gap of 8 float32 or 16 float64 columns.
+SEQUENTIAL_GAP_BYTES = 128
 
 
 def staged_merge_items(value_bytes: int = 4, wide_offsets: bool = False) -> int:
@@ -174,14 +192,14 @@ class AutoConstants:
     CFW: float  # ... one wave of nonzeros
     CT: float  # thread-mapped has no reduction across lanes
     FLAT_WORK: int  # merge items a thread in the latency regime
-    FLAT_WORK_LARGE: int  # ... once a matrix passes FLAT_LARGE_NNZ nonzeros
+    FLAT_WORK_LARGE: int  # ... past FLAT_LARGE_NNZ nonzeros and merge-path's large shares
     FLAT_LARGE_NNZ: int
     # Throughput regime.
     HIGH_CV: float
     LONG_ROW: int
     SKEW: float
-    LARGE_ITEMS_MIN: int  # merge items a thread for large skewed matrices: about a mean row,
-    LARGE_ITEMS_MAX: int  # ... clamped to this range
+    LARGE_ITEMS_MIN: int  # merge items a thread for large skewed matrices whose x is gathered
+    LARGE_ITEMS_MAX: int  # ... and whose typical nonzero's row reads x in sequence
     LANE_WORK: float  # nonzeros a lane for large regular matrices
     MIN_LARGE_GROUP: int
 
@@ -363,6 +381,9 @@ class MatrixStats(Protocol):
     def rows(self) -> int: ...
 
     @property
+    def cols(self) -> int: ...
+
+    @property
     def nnz(self) -> int: ...
 
     @property
@@ -439,7 +460,7 @@ def costs(
         for g in GROUP_SIZES
         if rows * g <= INT32_MAX
     }
-    out[_flat_choice(nnz, "", "", c).label] = flat_cost(rows, nnz, resident, c)
+    out[_flat_choice(rows, nnz, "", "", c).label] = flat_cost(rows, nnz, resident, c)
     return out
 
 
@@ -460,7 +481,7 @@ def choose(
         panels = panel_choice(columns, int(stats.nnz), value_bytes, _mean_row(stats))
         if panels is not None:
             return panels
-    choice = _choose(stats, device, c)
+    choice = _choose(stats, device, c, value_bytes)
     if choice.spec != MERGE_SPEC:
         return choice
     cap = staged_merge_items(value_bytes, int(stats.rows) + int(stats.nnz) > INT32_MAX)
@@ -504,15 +525,15 @@ def column_stats(A: Any, value_bytes: int) -> ColumnStats | None:
     return column_stats_of(xp, csr.indptr, csr.indices, csr.shape, value_bytes)
 
 
-def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> AutoChoice:
-    rows, nnz = int(stats.rows), int(stats.nnz)
-    mean = _mean_row(stats)
-    longest, cv = int(stats.max), float(stats.cv)
+def _choose(
+    stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants, value_bytes: int
+) -> AutoChoice:
+    rows, nnz, longest = int(stats.rows), int(stats.nnz), int(stats.max)
     resident = resident_threads(device)
     if rows == 0 or nnz == 0:
         return group_choice(1, "R0", "the matrix has no nonzeros")
     if nnz >= c.THROUGHPUT_WAVES * resident:
-        return _throughput(rows, nnz, mean, longest, cv, c)
+        return _throughput(stats, value_bytes, c)
     table = costs(stats, device, c)
     label = min(table, key=lambda k: table[k])
     ranked = sorted(table.items(), key=lambda kv: kv[1])[:3]
@@ -521,22 +542,26 @@ def _choose(stats: MatrixStats, device: DeviceInfo | None, c: AutoConstants) -> 
         + ", ".join(f"{k} {v:.1f}" for k, v in ranked)
     )
     if label.startswith(MERGE_SPEC):
-        return _flat_choice(nnz, "L", reason, c)
+        return _flat_choice(rows, nnz, "L", reason, c)
     group = next(g for g in GROUP_SIZES if group_choice(g, "", "").label == label)
     return group_choice(group, "L", reason)
 
 
 def _throughput(
-    rows: int, nnz: int, mean: float, longest: int, cv: float, c: AutoConstants
+    stats: MatrixStats, value_bytes: int, c: AutoConstants
 ) -> AutoChoice:
+    rows, nnz, mean = int(stats.rows), int(stats.nnz), _mean_row(stats)
+    longest, cv = int(stats.max), float(stats.cv)
     skew = longest / mean if mean else 0.0
     if cv >= c.HIGH_CV or (longest >= c.LONG_ROW and skew >= c.SKEW):
-        items = max(c.LARGE_ITEMS_MIN, min(c.LARGE_ITEMS_MAX, _pow2_nearest(mean)))
+        along = reads_x_in_sequence(stats, value_bytes)
+        items = c.LARGE_ITEMS_MAX if along else c.LARGE_ITEMS_MIN
         return AutoChoice(
             "merge_path", MERGE_SPEC, {MERGE_PARAM: items}, "T1",
             f"{nnz} nonzeros with skewed rows (cv {cv:.2f}, longest {longest}): merge-path, "
             f"{items} items a thread (a warp a row waits ~{math.ceil(longest / 32)} steps on the "
-            "longest row)",
+            "longest row; a typical nonzero's row "
+            + ("reads x in sequence)" if along else "gathers x)"),
         )
     group = max(2, _pow2_floor(mean / c.LANE_WORK))
     if mean >= 2 * c.LANE_WORK:
@@ -550,10 +575,31 @@ def _throughput(
     )
 
 
-def _flat_choice(nnz: int, rule: str, reason: str, c: AutoConstants) -> AutoChoice:
-    """Merge-path: equal shares of row ends and nonzeros (the flat candidate)."""
-    items = c.FLAT_WORK if nnz <= c.FLAT_LARGE_NNZ else c.FLAT_WORK_LARGE
+def _flat_choice(rows: int, nnz: int, rule: str, reason: str, c: AutoConstants) -> AutoChoice:
+    """Merge-path: equal shares of row ends and nonzeros (the flat candidate). ``FLAT_WORK``
+    items a thread up to ``FLAT_LARGE_NNZ`` nonzeros; past them merge-path's own default share
+    (``DEFAULT_ITEMS_PER_THREAD``) up to its threshold for large shares (``MERGE_LARGE_ITEMS``
+    merge items), where its default grows, and ``FLAT_WORK_LARGE`` past that. Between the two
+    the default's 8 beat 16 on soc-Slashdot0902 (948K nonzeros) in all four suite runs of
+    float32 and float64 on an H100 and an H200 (1.00x against 0.94x the best cuSPARSE on the
+    H100 in float32; BENCHMARKS.md, "merge-path's items on skewed rows")."""
+    if nnz <= c.FLAT_LARGE_NNZ:
+        items = c.FLAT_WORK
+    elif rows + nnz <= MERGE_LARGE_ITEMS:
+        items = DEFAULT_ITEMS_PER_THREAD
+    else:
+        items = c.FLAT_WORK_LARGE
     return AutoChoice("merge_path", MERGE_SPEC, {MERGE_PARAM: items}, rule, reason)
+
+
+def reads_x_in_sequence(stats: MatrixStats, value_bytes: int) -> bool:
+    """Whether the row of a typical nonzero reads ``x`` nearly in sequence: that row's length
+    (the mean row seen from a nonzero, ``E[L^2] / E[L] = mean * (1 + cv^2)``) puts its columns
+    on average at most :data:`SEQUENTIAL_GAP_BYTES` of ``x`` apart, so that neighbouring
+    nonzeros' gathers share lines (rule T1)."""
+    mean = _mean_row(stats)
+    typical = mean * (1.0 + float(stats.cv) ** 2)
+    return typical > 0 and int(stats.cols) * value_bytes <= SEQUENTIAL_GAP_BYTES * typical
 
 
 def _mean_row(stats: MatrixStats) -> float:

@@ -44,16 +44,41 @@ def test_empty_matrix_is_thread_mapped() -> None:
     assert auto.choose(stats(0, 0)).rule == "R0"
 
 
-def test_large_skewed_matrices_take_merge_path_with_about_a_mean_row_a_thread() -> None:
-    # rows of ~1M nonzeros (longrows): a warp a row would wait ~29k steps on the longest;
-    # its mean row of 32 is capped at LARGE_ITEMS_MAX (16 since the staged tile is sized
-    # for its chunk: longrows 0.965x the best cuSPARSE at 16, 0.92x at 32, H100 float32)
-    huge = auto.choose(stats(1 << 22, 1 << 27, max_row=1_000_000, cv=160.0), H200)
-    assert huge.rule == "T1" and huge.label == "merge_path[ITEMS_PER_THREAD=16]"
-    # R-MAT scale 23: mean ~18.6 nonzeros a row
-    power = auto.choose(stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5), H200)
-    assert power.rule == "T1" and power.label == "merge_path[ITEMS_PER_THREAD=16]"
-    assert power.schedule == "merge_path"
+def test_large_skewed_matrices_take_merge_path_with_items_by_how_their_rows_read_x() -> None:
+    # longrows: 90% of the nonzeros in 128 rows of ~1M sorted columns of 4.2M, so a typical
+    # nonzero's row reads x along (a column every ~5): 16 items a thread, which amortise the
+    # walk's instructions (4 items: 0.58x the best cuSPARSE, 16: 0.96x; H100 float32)
+    longrows = stats(1 << 22, 1 << 27, max_row=1_000_000, cv=160.0)
+    assert auto.reads_x_in_sequence(longrows, 4) and auto.reads_x_in_sequence(longrows, 8)
+    for value_bytes in (4, 8):
+        huge = auto.choose(longrows, H200, auto.constants(value_bytes), value_bytes=value_bytes)
+        assert huge.rule == "T1" and huge.label == "merge_path[ITEMS_PER_THREAD=16]"
+        assert "reads x in sequence" in huge.reason
+    # R-MAT scale 23: a typical nonzero's row is ~3.4K of 8.4M columns long, a gather every
+    # ~10 KB of x: 4 items a thread, whose small tiles leave L1 to x (1.03x against 0.95x)
+    rmat = stats(1 << 23, 156_000_000, max_row=175_000, cv=13.5)
+    assert not auto.reads_x_in_sequence(rmat, 4)
+    for value_bytes in (4, 8):
+        power = auto.choose(rmat, H200, auto.constants(value_bytes), value_bytes=value_bytes)
+        assert power.rule == "T1" and power.label == "merge_path[ITEMS_PER_THREAD=4]"
+        assert "gathers x" in power.reason
+
+
+def test_reading_x_in_sequence_is_one_line_of_x_between_a_typical_rows_columns() -> None:
+    """The typical nonzero's row is mean * (1 + cv^2) long; its columns are in sequence when
+    they lie at most SEQUENTIAL_GAP_BYTES of x apart, which depends on the value's size."""
+    gap = auto.SEQUENTIAL_GAP_BYTES
+    rows = 1 << 20
+    mean, cv = 16.0, 3.0
+    typical = mean * (1 + cv * cv)  # 160 nonzeros
+    at_edge = RowStats(rows=rows, cols=int(typical * gap / 4), nnz=int(rows * mean),
+                       mean=mean, max=10_000, min=0, std=cv * mean, cv=cv, empty_rows=0,
+                       p50=mean, p90=mean, p99=mean)
+    assert auto.reads_x_in_sequence(at_edge, 4)  # exactly a line apart in float32
+    assert not auto.reads_x_in_sequence(at_edge, 8)  # two lines apart in float64
+    wider = RowStats(**{**at_edge.__dict__, "cols": at_edge.cols + 1})
+    assert not auto.reads_x_in_sequence(wider, 4)
+    assert not auto.reads_x_in_sequence(stats(100, 0), 4)  # no nonzeros: nothing to read
 
 
 def test_float64_merge_path_shares_stay_within_the_staged_tile() -> None:
@@ -209,3 +234,23 @@ def test_resolve_refuses_a_spec_that_does_not_ask_for_auto() -> None:
     assert not auto.is_auto(spec)
     with pytest.raises(TeaalLoopsError, match="schedule: auto"):
         auto.resolve(spec, sp.eye(4, format="csr"))
+
+
+def test_latency_regime_merge_path_takes_the_schedules_default_between_its_two_sizes() -> None:
+    """Past FLAT_LARGE_NNZ nonzeros merge-path keeps its own default of 8 items up to 2M
+    merge items (soc-Slashdot0902: 8 beat 16 in every suite run), FLAT_WORK_LARGE past them
+    (ego-Twitter); FLAT_WORK below."""
+    c = auto.constants(4)
+    assert c.FLAT_WORK != 8 and c.FLAT_WORK_LARGE != 8  # the three tiers are told apart
+
+    def merge_items(rows: int, nnz: int, longest: int, cv: float) -> int:
+        choice = auto.choose(stats(rows, nnz, max_row=longest, cv=cv), H200, c)
+        assert choice.rule == "L" and choice.spec == "merge_path", choice
+        return int(choice.params["ITEMS_PER_THREAD"])
+
+    assert merge_items(82_168, 948_464, 2511, 3.2) == 8  # soc-Slashdot0902
+    assert merge_items(81_306, 2_684_606, 3383, 2.05) == c.FLAT_WORK_LARGE  # ego-Twitter
+    assert merge_items(26_475, 106_762, 2628, 8.28) == c.FLAT_WORK  # as-caida20071105
+    # the boundary is merge-path's own: rows + nnz at 2M items exactly keeps the default
+    assert merge_items(100_000, 1_900_000, 40_000, 6.0) == 8
+    assert merge_items(100_000, 1_900_001, 40_000, 6.0) == c.FLAT_WORK_LARGE

@@ -38,7 +38,7 @@ def test_the_shipped_file_holds_every_constant_and_auto_reads_it() -> None:
 def test_choose_takes_the_constants_of_the_values_dtype() -> None:
     # a case the two sets decide differently (ca-AstroPh-cc1's shape: float32's constants
     # pick a warp a row, float64's merge-path)
-    astro = fit_auto.Stats(17903, 394003, 22.008, 504, 1.409)
+    astro = fit_auto.Stats(17903, 394003, 22.008, 504, 1.409, cols=17903)
     f32 = auto.choose(astro, H200, value_bytes=4)
     f64 = auto.choose(astro, H200, value_bytes=8)
     assert f32 == auto.choose(astro, H200, auto.constants(4), value_bytes=8)
@@ -58,7 +58,7 @@ def test_a_schema_1_file_serves_every_dtype(tmp_path: Path) -> None:
 def test_choose_follows_the_constants_it_is_given() -> None:
     # 30k rows, longest 500: with a cheap critical path a thread a row wins, with an expensive
     # one the longest row is split over many lanes
-    s = fit_auto.Stats(30_000, 300_000, 10.0, 500, 1.3)
+    s = fit_auto.Stats(30_000, 300_000, 10.0, 500, 1.3, cols=30_000)
     cheap = auto.choose(s, H200, auto.constants().replace(CI=0.001))
     dear = auto.choose(s, H200, auto.constants().replace(CI=50.0, CB=0.0, CF0=1e6))
     assert cheap.label == "thread_mapped"
@@ -118,8 +118,8 @@ def synthetic_run() -> dict[str, Any]:
     shapes = [(rows, longest) for rows in (500, 4000, 30_000, 200_000)
               for longest in (3, 12, 40, 150, 600, 3000)]
     cases = []
-    stats_list = [fit_auto.Stats(r, r * min(m, 8), float(min(m, 8)), m, 0.5) for r, m in shapes]
-    stats_list += [fit_auto.Stats(1 << 23, (1 << 23) * m, float(m), m + 2, 0.1)
+    stats_list = [fit_auto.Stats(r, r * min(m, 8), float(min(m, 8)), m, 0.5, cols=r) for r, m in shapes]
+    stats_list += [fit_auto.Stats(1 << 23, (1 << 23) * m, float(m), m + 2, 0.1, cols=1 << 23)
                    for m in (12, 20, 40, 70)]  # regular and large: the lanes a row
     for i, s in enumerate(stats_list):
         right = auto.choose(s, H200, truth)
@@ -169,7 +169,7 @@ def test_default_parameters_match_through_the_recorded_bound_values() -> None:
     choice = auto.AutoChoice("merge_path", "merge_path", {"ITEMS_PER_THREAD": 8})
     default = fit_auto.Measured("merge_path", {}, {"ITEMS_PER_THREAD": 8}, 2.0)
     other = fit_auto.Measured("merge_path", {"ITEMS_PER_THREAD": 16}, {"ITEMS_PER_THREAD": 16}, 1)
-    case = fit_auto.FitCase("c", fit_auto.Stats(1, 1, 1.0, 1, 0.0), (other, default), 1.0)
+    case = fit_auto.FitCase("c", fit_auto.Stats(1, 1, 1.0, 1, 0.0, cols=1), (other, default), 1.0)
     assert case.time_of(choice) == 2.0
     bare = auto.AutoChoice("thread_mapped", "thread_mapped")
     bound = fit_auto.Measured("thread_mapped", {"NUM_THREADS": 64}, {"NUM_THREADS": 64}, 1.0)
