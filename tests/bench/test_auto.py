@@ -6,6 +6,8 @@ on an H200 (BENCHMARKS.md), not a value read off the implementation.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -76,7 +78,7 @@ def test_reading_x_in_sequence_is_one_line_of_x_between_a_typical_rows_columns()
                        p50=mean, p90=mean, p99=mean)
     assert auto.reads_x_in_sequence(at_edge, 4)  # exactly a line apart in float32
     assert not auto.reads_x_in_sequence(at_edge, 8)  # two lines apart in float64
-    wider = RowStats(**{**at_edge.__dict__, "cols": at_edge.cols + 1})
+    wider = dataclasses.replace(at_edge, cols=at_edge.cols + 1)
     assert not auto.reads_x_in_sequence(wider, 4)
     assert not auto.reads_x_in_sequence(stats(100, 0), 4)  # no nonzeros: nothing to read
 
