@@ -460,7 +460,7 @@ def markdown(report: dict[str, Any]) -> str:
               f"{_cell(auto['auto_call'])} | | | |", "",
               "us a call, host / loop: host = the host's own time (issued behind a spin, the GPU "
               "never sets the pace); loop = wall-clock over back-to-back calls; device: CUDA "
-              "events."]
+              f"events. The one-step call ran {report.get('one_step_call', 'python')}."]
     if report["cg"]:
         lines += ["", "| CG | dtype | operator | us/iteration | device us/iteration | x cupyx | "
                   "ok |", "|---|---|---|---|---|---|---|"]
@@ -501,6 +501,8 @@ def measure(report_path: str | Path, *, quick: bool = False, host_only: bool = F
     started = time.perf_counter()
     report: dict[str, Any] = {"device": backend.device_info().name, "quick": quick,
                               "host_only": host_only, "cupy": getattr(cupy, "__version__", "?")}
+    native = backend.native_unavailable()
+    report["one_step_call"] = "native" if native is None else f"python ({native})"
     report["host"] = host_costs(cupy, quick)
     report["cg"] = [] if host_only else cg_costs(cupy, quick)
     report["pagerank"] = [] if host_only else pagerank_costs(

@@ -423,14 +423,15 @@ class Kernel:
         return y
 
     def _vector_call(self, prepared: PreparedMatrix) -> Any:
-        """``prepared``'s one-step call (backend.VectorCall: outputs zeroed in batches where
-        the schedule accumulates, one launch), built once; False without a raw launcher."""
+        """``prepared``'s one-step call (backend.vector_call: native where it compiles, else
+        backend.VectorCall; outputs zeroed in batches where the schedule accumulates, one
+        launch), built once; False without a raw launcher."""
         raw = prepared._raw.get(False)
         if raw is None:
             raw = self._raw_launcher(prepared, False)
         call: Any = False
         if raw:
-            call = backend.VectorCall(
+            call = backend.vector_call(
                 self._cp(), raw if prepared.grid[0] else None, prepared.shape.rows,
                 prepared.shape.cols, self.dtype, zeroed=prepared.accumulates,
                 owner=prepared.no_owner.data.ptr, scratch=prepared.scratch,

@@ -22,10 +22,12 @@ pytestmark = [
                        reason=f"needs a CUDA GPU: {unavailable_reason()}"),
 ]
 SCHEDULES = ["thread_mapped", "group_mapped", "work_oriented", "merge_path"]
+NATIVE = pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 
 
-def _setup(name: str) -> tuple[Any, Any, Any, Any, Any]:
-    """(cupy, the cupyx matrix, x, the kernel's VectorCall, the reference A @ x)."""
+def _setup(name: str, native: bool = False) -> tuple[Any, Any, Any, Any, Any]:
+    """(cupy, the cupyx matrix, x, the kernel's one-step call: backend.VectorCall, or with
+    ``native`` its C twin, the reference A @ x)."""
     import cupy
     import cupyx.scipy.sparse as csp
 
@@ -36,9 +38,17 @@ def _setup(name: str) -> tuple[Any, Any, Any, Any, Any]:
     prepared = kernel.warm_up(A)
     raw = prepared._raw[False]
     assert raw, "no raw launcher on a GPU"
-    call = backend.VectorCall(cupy, raw, 3000, 2500, np.float32,
-                              zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
-                              scratch=prepared.scratch)
+    if native:
+        if backend.native_unavailable() is not None:
+            pytest.skip(f"the native call cannot be built here: {backend.native_unavailable()}")
+        call = backend.vector_call(cupy, raw, 3000, 2500, np.float32,
+                                   zeroed=prepared.accumulates,
+                                   owner=prepared.no_owner.data.ptr, scratch=prepared.scratch)
+        assert not isinstance(call, backend.VectorCall)
+    else:
+        call = backend.VectorCall(cupy, raw, 3000, 2500, np.float32,
+                                  zeroed=prepared.accumulates,
+                                  owner=prepared.no_owner.data.ptr, scratch=prepared.scratch)
     return cupy, A, x, call, A @ x
 
 
@@ -46,9 +56,10 @@ def _close(got: Any, want: Any) -> None:
     np.testing.assert_allclose(got.get(), want.get(), rtol=1e-5, atol=1e-5)
 
 
+@NATIVE
 @pytest.mark.parametrize("name", SCHEDULES)
-def test_the_vector_call_computes_the_product(name: str) -> None:
-    cupy, A, x, call, want = _setup(name)
+def test_the_vector_call_computes_the_product(name: str, native: bool) -> None:
+    cupy, A, x, call, want = _setup(name, native)
     outputs = [call(x) for _ in range(70)]  # more than one batch where the schedule adds
     assert len({y.data.ptr for y in outputs}) == 70
     for y in outputs:
@@ -56,9 +67,10 @@ def test_the_vector_call_computes_the_product(name: str) -> None:
     assert call(x.astype(cupy.float64)) is None and call(x[::1].reshape(1, -1)) is None
 
 
+@NATIVE
 @pytest.mark.parametrize("name", ["thread_mapped", "merge_path"])
-def test_a_held_output_is_never_reused(name: str) -> None:
-    cupy, A, x, call, want = _setup(name)
+def test_a_held_output_is_never_reused(name: str, native: bool) -> None:
+    cupy, A, x, call, want = _setup(name, native)
     held = call(x)
     held[...] = 7.0
     for _ in range(300):  # several batches come and go
@@ -68,10 +80,11 @@ def test_a_held_output_is_never_reused(name: str) -> None:
     assert bool((held == 7.0).all())
 
 
-def test_batched_outputs_follow_the_current_stream() -> None:
+@NATIVE
+def test_batched_outputs_follow_the_current_stream(native: bool) -> None:
     """A batch zeroed on stream 1 behind a 50 ms spin: had stream 2 taken its output from
     that batch, the late memset would wipe the product stream 2 wrote meanwhile."""
-    cupy, A, x, call, want = _setup("work_oriented")
+    cupy, A, x, call, want = _setup("work_oriented", native)
     spin = cupy.RawKernel(
         'extern "C" __global__ void spin(unsigned long long ns) { unsigned long long t0, t;'
         ' asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));'
@@ -91,9 +104,10 @@ def test_batched_outputs_follow_the_current_stream() -> None:
     _close(held, want)
 
 
+@NATIVE
 @pytest.mark.parametrize("name", SCHEDULES)
-def test_a_captured_call_zeroes_its_output_at_every_replay(name: str) -> None:
-    cupy, A, x, call, want = _setup(name)
+def test_a_captured_call_zeroes_its_output_at_every_replay(name: str, native: bool) -> None:
+    cupy, A, x, call, want = _setup(name, native)
     call(x)  # a batch exists on the capturing stream's neighbour
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
