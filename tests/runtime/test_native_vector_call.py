@@ -246,3 +246,24 @@ def test_a_cached_module_others_may_write_is_never_loaded(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                           capture_output=True, text=True)
     assert done.stdout.strip() == f"True {built} is writable by others"
+
+
+def test_a_call_leaks_no_reference() -> None:
+    """Every object the C code touches (x, its dtype and shape, the stream, the output) is
+    held as many times after 2,000 calls as before them, launches and fall-throughs alike."""
+    cp, driver = FakeCupy(), Driver()
+    scratch = Scratch()
+    driver.trailing = 4
+    call = _call(cp, driver, zeroed=False, scratch=scratch)
+    x = cp.ndarray((30,), np.float32)
+    other = cp.ndarray((31,), np.float32)
+    cp.stream = Stream(0x90)
+    watched = (x, x.dtype, x.shape, x.data, other, cp.stream, call.outputs)
+    call(x)  # the first batch is made
+    before = [sys.getrefcount(o) for o in watched]
+    for _ in range(2000):
+        y = call(x)
+        assert call(other) is None
+    del y
+    assert [sys.getrefcount(o) for o in watched] == before
+    assert len(driver.launches) == 2001
