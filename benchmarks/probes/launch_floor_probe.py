@@ -26,7 +26,7 @@ import teaal_loops.pipeline as pipeline
 from teaal_loops.bench.api_costs import HOST_NNZ, HOST_ROWS, _spec
 from teaal_loops.bench.timing import Timer
 from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, launcher, vector_call
 
 SCHEDULES = ("thread_mapped", "merge_path")
 
@@ -50,7 +50,7 @@ def main() -> int:
     import cupyx.scipy.sparse as csp
 
     lib = _floor_library()
-    address = backend.launch_kernel_address()
+    address = launcher.launch_kernel_address()
     A = synthetic("uniform", rows=HOST_ROWS, nnz=HOST_NNZ, seed=1).astype(np.float32)
     A_dev = csp.csr_matrix(A)
     x = cupy.asarray(np.random.default_rng(0).uniform(-1, 1, A.shape[1]).astype(np.float32))
@@ -65,8 +65,8 @@ def main() -> int:
         raw = prepared._raw[False]
         common = dict(zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
                       scratch=prepared.scratch)
-        python = backend.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
-        native = backend.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        python = vector_call.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        native = vector_call.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
         y = kernel.new_output(prepared)
         setups[name] = (kernel, prepared, raw, python, native, y)
     rows = []

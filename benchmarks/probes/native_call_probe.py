@@ -1,4 +1,4 @@
-"""The prepared SpMV call's host cost: the Python one-step call (backend.VectorCall) against
+"""The prepared SpMV call's host cost: the Python one-step call (vector_call.VectorCall) against
 its C twin (runtime/native/vector_call.c), and the pieces both share, in one process.
 
 Every call takes turns in the same rounds (bench.timing.Timer.host_rounds: 15 rounds, each
@@ -23,7 +23,7 @@ import teaal_loops.pipeline as pipeline
 from teaal_loops.bench.api_costs import HOST_NNZ, HOST_ROWS, SCHEDULES, _spec
 from teaal_loops.bench.timing import Timer
 from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, vector_call
 
 
 def main() -> int:
@@ -48,10 +48,10 @@ def main() -> int:
         raw = prepared._raw[False]
         common = dict(zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
                       scratch=prepared.scratch)
-        python = backend.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
-        native = backend.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
-        if isinstance(native, backend.VectorCall):
-            print(f"no native call: {backend.native_unavailable()}", file=sys.stderr)
+        python = vector_call.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        native = vector_call.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        if isinstance(native, vector_call.VectorCall):
+            print(f"no native call: {vector_call.native_unavailable()}", file=sys.stderr)
             return 2
         y = kernel.new_output(prepared)
         stream_ptr = cupy.cuda.get_current_stream().ptr

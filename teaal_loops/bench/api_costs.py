@@ -56,7 +56,7 @@ from teaal_loops.auto import library_dir
 from teaal_loops.bench.timing import Timer, paired_ratio
 from teaal_loops.errors import TeaalLoopsError
 from teaal_loops.matrix import read_matrix_market, synthetic
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, vector_call
 from teaal_loops.spec import load_spec_string
 
 SCHEDULES = ("thread_mapped", "group_mapped", "work_oriented", "merge_path")
@@ -501,7 +501,7 @@ def measure(report_path: str | Path, *, quick: bool = False, host_only: bool = F
     started = time.perf_counter()
     report: dict[str, Any] = {"device": backend.device_info().name, "quick": quick,
                               "host_only": host_only, "cupy": getattr(cupy, "__version__", "?")}
-    native = backend.native_unavailable()
+    native = vector_call.native_unavailable()
     report["one_step_call"] = "native" if native is None else f"python ({native})"
     report["host"] = host_costs(cupy, quick)
     report["cg"] = [] if host_only else cg_costs(cupy, quick)

@@ -6,7 +6,7 @@ returns a :class:`DenseLaunch`. Its ``launch()`` is then what a loop or a benchm
 the output zeroed where the schedule accumulates (one ``cudaMemsetAsync``, or CuPy's fill for
 a strided output) and one kernel launch on the current stream, with no checks, no allocation
 and no host synchronisation. Every argument is packed once into the array ``cuLaunchKernel``
-takes (``backend.RawLaunch`` with no trailing slots: CuPy's generic launch boxes a dozen
+takes (``launcher.RawLaunch`` with no trailing slots: CuPy's generic launch boxes a dozen
 arguments on every call); where that launcher is unavailable, CuPy's launch with the argument
 tuple built at bind time. A CUDA graph can capture either.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import backend, launcher
 
 
 class DenseLaunch:
@@ -31,7 +31,7 @@ class DenseLaunch:
 
     def __init__(self, cupy: Any, fn: Any, grid: tuple[int, ...], block: tuple[int, ...],
                  args: tuple[Any, ...], output: Any, zero: bool, keep: Any,
-                 raw: backend.RawLaunch | None = None) -> None:
+                 raw: launcher.RawLaunch | None = None) -> None:
         """``raw``: the packed launcher (built here from ``fn`` when None; CuPy's launch where
         none can be built)."""
         self.output = output
@@ -40,7 +40,7 @@ class DenseLaunch:
         self._grid = grid
         self._block = block
         self._args = args
-        self._raw = raw or (backend.raw_launch(fn, grid[0], block[0], args, 0)
+        self._raw = raw or (launcher.raw_launch(fn, grid[0], block[0], args, 0)
                             if grid[0] else None)
         self._zero = zero
         self._keep = keep  # the prepared matrix and the checked operands

@@ -25,7 +25,7 @@ from teaal_loops.errors import MatrixError
 from teaal_loops.ir.dense import run_length
 from teaal_loops.ir.model import BoundSchedule, Schedule
 from teaal_loops.layouts import get_layout
-from teaal_loops.runtime import backend, dense_builds, epilogue
+from teaal_loops.runtime import backend, dense_builds, epilogue, launcher, vector_call
 from teaal_loops.runtime.dense_launch import DenseLaunch
 from teaal_loops.runtime.device_matrix import (
     DeviceMatrix,
@@ -76,9 +76,9 @@ class PreparedMatrix:
     aliases_input: bool = False
     # trace flag, (trace flag, True) for a single-step dense build, or "epilogue"
     _functions: dict[Any, Any] = field(default_factory=dict)
-    # trace flag -> backend.RawLaunch with the leading arguments packed (False: unavailable)
+    # trace flag -> launcher.RawLaunch with the leading arguments packed (False: unavailable)
     _raw: dict[bool, Any] = field(default_factory=dict)
-    # backend.VectorCall: kernel(prepared, x) in one step for a plain x (False: unavailable)
+    # vector_call.VectorCall: kernel(prepared, x) in one step for a plain x (False: unavailable)
     _call: Any = None
     # dense forms: the dense rank's size -> (grid, block, dense_space, dense_time)
     _dense: dict[int, tuple[Any, ...]] = field(default_factory=dict)
@@ -316,7 +316,7 @@ class Kernel:
     def _raw_launcher(self, prepared: PreparedMatrix, trace: bool) -> Any:
         fn = self.function(prepared, trace=trace)
         trailing = 3 + (prepared.scratch is not None)  # x, y, owner (, scratch)
-        raw = backend.raw_launch(fn, prepared.grid[0], prepared.block[0], prepared.leading_args,
+        raw = launcher.raw_launch(fn, prepared.grid[0], prepared.block[0], prepared.leading_args,
                                  trailing)
         prepared._raw[trace] = raw or False
         return raw or False
@@ -423,15 +423,15 @@ class Kernel:
         return y
 
     def _vector_call(self, prepared: PreparedMatrix) -> Any:
-        """``prepared``'s one-step call (backend.vector_call: native where it compiles, else
-        backend.VectorCall; outputs zeroed in batches where the schedule accumulates, one
+        """``prepared``'s one-step call (vector_call.vector_call: native where it compiles, else
+        vector_call.VectorCall; outputs zeroed in batches where the schedule accumulates, one
         launch), built once; False without a raw launcher."""
         raw = prepared._raw.get(False)
         if raw is None:
             raw = self._raw_launcher(prepared, False)
         call: Any = False
         if raw:
-            call = backend.vector_call(
+            call = vector_call.vector_call(
                 self._cp(), raw if prepared.grid[0] else None, prepared.shape.rows,
                 prepared.shape.cols, self.dtype, zeroed=prepared.accumulates,
                 owner=prepared.no_owner.data.ptr, scratch=prepared.scratch,

@@ -154,7 +154,7 @@ def host_csr(prepared: Any) -> sp.csr_matrix:
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGpu]:
     import teaal_loops.runtime.device_matrix as device_matrix
-    from teaal_loops.runtime import backend
+    from teaal_loops.runtime import backend, launcher
     from teaal_loops.runtime.kernel import Kernel
 
     gpu = FakeGpu()
@@ -187,9 +187,9 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGpu]:
     monkeypatch.setattr(
         backend, "get_function", lambda *a, **k: gpu.record("compile") or (lambda *args: None)
     )
-    monkeypatch.setattr(backend, "raw_launch", lambda *a, **k: None)
+    monkeypatch.setattr(launcher, "raw_launch", lambda *a, **k: None)
     monkeypatch.setattr(Kernel, "launch", launch)
-    # the one-step call (backend.VectorCall, tested on its own) launches through the raw
+    # the one-step call (vector_call.VectorCall, tested on its own) launches through the raw
     # launcher, which the fake replaces by Kernel.launch: calls take the general path here
     monkeypatch.setattr(Kernel, "_vector_call", lambda self, prepared: False, raising=False)
     linalg = types.ModuleType("cupyx.scipy.sparse.linalg")

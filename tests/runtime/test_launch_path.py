@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import teaal_loops.pipeline as pipeline
 import teaal_loops.runtime.kernel as kernel_module
 from teaal_loops.codegen.render import clear_caches
-from teaal_loops.runtime import Kernel, backend
+from teaal_loops.runtime import Kernel, backend, launcher
 from teaal_loops.runtime.dense_launch import DenseLaunch
 
 from .conftest import SPECS, FakeGpu
@@ -90,7 +90,7 @@ def test_the_raw_launcher_reads_the_current_stream_at_every_launch() -> None:
     calls: list[tuple[Any, ...]] = []
     function = types.SimpleNamespace(ptr=0xF00)
     matrix_array = types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xA000))
-    raw = backend.RawLaunch(
+    raw = launcher.RawLaunch(
         function, 7, 128, [matrix_array, np.int32(5)], 3,
         lambda *args: calls.append(args), lambda: streams[-1],
     )
@@ -140,9 +140,9 @@ def test_a_second_prepare_calls_no_jinja(fake_gpu: FakeGpu, monkeypatch: pytest.
     assert len(rendered) == 1, "the counter missed a render: the test proves nothing"
 
 
-def _launcher(launch_kernel: Any, streams: list[Any]) -> backend.RawLaunch:
+def _launcher(launch_kernel: Any, streams: list[Any]) -> launcher.RawLaunch:
     function = types.SimpleNamespace(ptr=0xF00)
-    return backend.RawLaunch(function, 7, 128, [np.int32(5)], 3, launch_kernel,
+    return launcher.RawLaunch(function, 7, 128, [np.int32(5)], 3, launch_kernel,
                              lambda: streams[-1])
 
 
@@ -157,7 +157,7 @@ def test_a_launch_running_beside_another_fills_its_own_argument_array() -> None:
     inside the first launch's driver call)."""
     streams = [types.SimpleNamespace(ptr=0)]
     seen: list[list[int | None]] = []
-    raw: backend.RawLaunch
+    raw: launcher.RawLaunch
 
     def launch_kernel(*args: Any) -> None:
         if len(seen) == 0:
@@ -197,14 +197,14 @@ def test_the_launch_entry_point_named_first_and_the_other_as_fallback(
     through_ctypes = object()
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
         driver=types.SimpleNamespace(launchKernel=binding)))
-    monkeypatch.setattr(backend, "ctypes_launch_kernel", lambda: through_ctypes)
-    assert backend.launch_entry(cupy) is binding
-    monkeypatch.setattr(backend, "LAUNCH_ENTRY", "ctypes")
-    assert backend.launch_entry(cupy) is through_ctypes
-    monkeypatch.setattr(backend, "ctypes_launch_kernel", lambda: None)
-    assert backend.launch_entry(cupy) is binding
+    monkeypatch.setattr(launcher, "ctypes_launch_kernel", lambda: through_ctypes)
+    assert launcher.launch_entry(cupy) is binding
+    monkeypatch.setattr(launcher, "LAUNCH_ENTRY", "ctypes")
+    assert launcher.launch_entry(cupy) is through_ctypes
+    monkeypatch.setattr(launcher, "ctypes_launch_kernel", lambda: None)
+    assert launcher.launch_entry(cupy) is binding
     no_binding = types.SimpleNamespace(cuda=types.SimpleNamespace())
-    assert backend.launch_entry(no_binding) is None
+    assert launcher.launch_entry(no_binding) is None
 
 
 def test_contiguity_is_read_from_cupys_bit_where_there_is_one() -> None:
@@ -228,7 +228,7 @@ def test_a_bound_dense_launch_packs_every_argument_once() -> None:
     calls: list[tuple[Any, ...]] = []
     args = (types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xB000)), np.int32(9),
             np.int64(-3), types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xC000)))
-    raw = backend.RawLaunch(types.SimpleNamespace(ptr=0xF00), 11, 256, args, 0,
+    raw = launcher.RawLaunch(types.SimpleNamespace(ptr=0xF00), 11, 256, args, 0,
                             lambda *a: calls.append(a), lambda: streams[-1])
     memsets: list[tuple[int, ...]] = []
     cupy = types.SimpleNamespace(

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from teaal_loops.errors import DeviceError
-from teaal_loops.runtime import backend, native
+from teaal_loops.runtime import launcher, native, vector_call
 from tests.runtime.test_output_vectors import FakeCupy, Stream
 
 
@@ -68,9 +68,9 @@ class Scratch:
         return 0x5C0000 + stream_pointer
 
 
-def _launcher(cp: FakeCupy, trailing: int = 3) -> backend.RawLaunch:
+def _launcher(cp: FakeCupy, trailing: int = 3) -> launcher.RawLaunch:
     matrix_array = types.SimpleNamespace(data=types.SimpleNamespace(ptr=0xA0A0))
-    return backend.RawLaunch(types.SimpleNamespace(ptr=0xF00D), 17, 128,
+    return launcher.RawLaunch(types.SimpleNamespace(ptr=0xF00D), 17, 128,
                              [np.int32(-5), np.float64(2.5), matrix_array], trailing,
                              lambda *a: 0, cp.cuda.get_current_stream)
 
@@ -79,9 +79,9 @@ def _call(cp: FakeCupy, driver: Driver, *, zeroed: bool = True, scratch: Any = N
           launch: Any = True) -> Any:
     _native()
     raw = _launcher(cp, 4 if scratch else 3) if launch else None
-    call = backend.vector_call(cp, raw, 40, 30, np.float32, zeroed=zeroed, owner=0xBEEF,
+    call = vector_call.vector_call(cp, raw, 40, 30, np.float32, zeroed=zeroed, owner=0xBEEF,
                                scratch=scratch, driver_address=driver.address)
-    assert not isinstance(call, backend.VectorCall), "the native call was not used"
+    assert not isinstance(call, vector_call.VectorCall), "the native call was not used"
     return call
 
 
@@ -136,7 +136,7 @@ def test_outputs_come_from_batches_and_are_never_handed_out_twice() -> None:
 def test_anything_else_is_left_to_the_general_path_as_the_python_class_does(make: Any) -> None:
     cp, driver = FakeCupy(), Driver()
     call = _call(cp, driver)
-    python = backend.VectorCall(cp, None, 40, 30, np.float32, zeroed=True, owner=0xBEEF)
+    python = vector_call.VectorCall(cp, None, 40, 30, np.float32, zeroed=True, owner=0xBEEF)
     x = make(cp)
     cp.log.clear()
     assert call(x) is None and python(x) is None
@@ -180,11 +180,11 @@ def test_the_call_takes_x_alone() -> None:
 def test_too_many_leading_arguments_keep_the_python_class() -> None:
     cp, driver = FakeCupy(), Driver()
     _native()
-    raw = backend.RawLaunch(types.SimpleNamespace(ptr=1), 1, 32, [np.int32(i) for i in range(65)],
+    raw = launcher.RawLaunch(types.SimpleNamespace(ptr=1), 1, 32, [np.int32(i) for i in range(65)],
                             3, lambda *a: 0, cp.cuda.get_current_stream)
-    call = backend.vector_call(cp, raw, 40, 30, np.float32, zeroed=True, owner=0,
+    call = vector_call.vector_call(cp, raw, 40, 30, np.float32, zeroed=True, owner=0,
                                driver_address=driver.address)
-    assert isinstance(call, backend.VectorCall)
+    assert isinstance(call, vector_call.VectorCall)
 
 
 def test_switched_off_or_without_a_compiler_the_python_class_runs(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import vector_call
 
 
 class Memory:
@@ -83,15 +83,15 @@ class FakeCupy:
         return [entry[0] for entry in self.log if entry[0] != "capturing?"]
 
 
-def _outputs(cp: FakeCupy, n: int = 2000, zeroed: bool = True) -> backend.OutputVectors:
-    return backend.OutputVectors(cp, n, np.float32, zeroed=zeroed)
+def _outputs(cp: FakeCupy, n: int = 2000, zeroed: bool = True) -> vector_call.OutputVectors:
+    return vector_call.OutputVectors(cp, n, np.float32, zeroed=zeroed)
 
 
 def test_zeroed_outputs_come_in_batches_of_one_alloc_and_one_memset() -> None:
     cp = FakeCupy()
     out = _outputs(cp)
     slot = 8192  # 8,000 bytes rounded up to CuPy's 512-byte allocation unit
-    count = min(backend.MAX_BATCH, backend.BATCH_BYTES // slot)
+    count = min(vector_call.MAX_BATCH, vector_call.BATCH_BYTES // slot)
     ys = [out.new(cp.stream, 0) for _ in range(count)]
     assert cp.log == [("alloc", slot * count), ("memset", ys[0].data.ptr, 0, slot * count, 0)]
     pointers = [y.data.ptr for y in ys]
@@ -126,14 +126,14 @@ def test_outputs_that_need_no_zeroing_keep_their_batch_inside_a_capture() -> Non
 
 def test_large_outputs_are_plain_allocations() -> None:
     cp = FakeCupy()
-    n = backend.BATCH_BYTES // 4 // (backend.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
+    n = vector_call.BATCH_BYTES // 4 // (vector_call.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
     _outputs(cp, n, zeroed=False).new(cp.stream, 0)
     assert cp.log == [("alloc", 4 * n)]
 
 
 def test_large_outputs_are_zeroed_one_by_one() -> None:
     cp = FakeCupy()
-    n = backend.BATCH_BYTES // 4 // (backend.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
+    n = vector_call.BATCH_BYTES // 4 // (vector_call.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
     out = _outputs(cp, n)
     y = out.new(cp.stream, 0)
     assert cp.log == [("alloc", 4 * n), ("memset", y.data.ptr, 0, 4 * n, 0)]
@@ -235,8 +235,8 @@ class Launches:
         self.calls.append((stream, tuple(pointers)))
 
 
-def _vector_call(cp: FakeCupy, launch: Any, zeroed: bool = True) -> backend.VectorCall:
-    return backend.VectorCall(cp, launch, 40, 30, np.float32, zeroed=zeroed, owner=0xBEEF)
+def _vector_call(cp: FakeCupy, launch: Any, zeroed: bool = True) -> vector_call.VectorCall:
+    return vector_call.VectorCall(cp, launch, 40, 30, np.float32, zeroed=zeroed, owner=0xBEEF)
 
 
 def test_a_vector_call_reads_the_stream_once_and_launches_on_it() -> None:

@@ -1,4 +1,4 @@
-"""backend.VectorCall and OutputVectors on the GPU: the one-step call computes A @ x on every
+"""vector_call.VectorCall and OutputVectors on the GPU: the one-step call computes A @ x on every
 schedule, batched outputs are zero, distinct and never reused while a caller holds one, other
 streams get their own batches, and a call captured in a CUDA graph writes (and, where the
 schedule accumulates, zeroes) its output at every replay."""
@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import teaal_loops.pipeline as pipeline
-from teaal_loops.runtime import backend
+from teaal_loops.runtime import vector_call
 from teaal_loops.runtime.backend import unavailable_reason
 from tests.conftest import REPO
 
@@ -26,7 +26,7 @@ NATIVE = pytest.mark.parametrize("native", [False, True], ids=["python", "native
 
 
 def _setup(name: str, native: bool = False) -> tuple[Any, Any, Any, Any, Any]:
-    """(cupy, the cupyx matrix, x, the kernel's one-step call: backend.VectorCall, or with
+    """(cupy, the cupyx matrix, x, the kernel's one-step call: vector_call.VectorCall, or with
     ``native`` its C twin, the reference A @ x)."""
     import cupy
     import cupyx.scipy.sparse as csp
@@ -39,14 +39,14 @@ def _setup(name: str, native: bool = False) -> tuple[Any, Any, Any, Any, Any]:
     raw = prepared._raw[False]
     assert raw, "no raw launcher on a GPU"
     if native:
-        if backend.native_unavailable() is not None:
-            pytest.skip(f"the native call cannot be built here: {backend.native_unavailable()}")
-        call = backend.vector_call(cupy, raw, 3000, 2500, np.float32,
+        if vector_call.native_unavailable() is not None:
+            pytest.skip(f"the native call cannot be built here: {vector_call.native_unavailable()}")
+        call = vector_call.vector_call(cupy, raw, 3000, 2500, np.float32,
                                    zeroed=prepared.accumulates,
                                    owner=prepared.no_owner.data.ptr, scratch=prepared.scratch)
-        assert not isinstance(call, backend.VectorCall)
+        assert not isinstance(call, vector_call.VectorCall)
     else:
-        call = backend.VectorCall(cupy, raw, 3000, 2500, np.float32,
+        call = vector_call.VectorCall(cupy, raw, 3000, 2500, np.float32,
                                   zeroed=prepared.accumulates,
                                   owner=prepared.no_owner.data.ptr, scratch=prepared.scratch)
     return cupy, A, x, call, A @ x

@@ -1,5 +1,5 @@
 """The one native piece of the runtime: ``vector_call.c``, a C twin of
-:class:`teaal_loops.runtime.backend.VectorCall` (``kernel(prepared, x)`` in one step).
+:class:`teaal_loops.runtime.vector_call.VectorCall` (``kernel(prepared, x)`` in one step).
 
 It is compiled the first time a process asks for it, with the host's C compiler and Python's
 own headers (``sysconfig``), into ``$TEAAL_LOOPS_CACHE_DIR`` (default ``~/.cache/teaal-loops``,

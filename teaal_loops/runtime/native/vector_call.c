@@ -1,5 +1,5 @@
 /* kernel(prepared, x) for a plain SpMV call in one C step: the native twin of
- * teaal_loops.runtime.backend.VectorCall (read that class first; this file does what its
+ * teaal_loops.runtime.vector_call.VectorCall (read that class first; this file does what its
  * __call__ does, in the same order, and nothing else).
  *
  * Why C: on the H100 machines a prepared call cost about 7 us of host time, of which the
@@ -30,7 +30,7 @@ typedef struct {
     PyObject *dtype;        /* the kernel's numpy dtype: compared by identity */
     Py_ssize_t cols;        /* x's length */
     PyObject *current_stream; /* cupy.cuda.get_current_stream */
-    PyObject *outputs;      /* backend.OutputVectors (readable as .outputs) */
+    PyObject *outputs;      /* vector_call.OutputVectors (readable as .outputs) */
     PyObject *new_output;   /* outputs.new(stream, pointer) -> y */
     PyObject *scratch;      /* StreamScratch.pointer(stream pointer) -> int, or None */
     PyObject *on_error;     /* on_error(status): raises the package's DeviceError */
@@ -286,14 +286,14 @@ static PyObject *VectorCall_outputs(PyObject *op, void *closure)
 
 static PyGetSetDef VectorCall_getset[] = {
     {"outputs", VectorCall_outputs, NULL,
-     "the backend.OutputVectors this call takes its outputs from", NULL},
+     "the vector_call.OutputVectors this call takes its outputs from", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject VectorCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "teaal_loops_vector_call.VectorCall",
-    .tp_doc = "kernel(prepared, x) in one C step (see teaal_loops.runtime.backend.VectorCall)",
+    .tp_doc = "kernel(prepared, x) in one C step (see teaal_loops.runtime.vector_call.VectorCall)",
     .tp_basicsize = sizeof(VectorCall),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -308,7 +308,7 @@ static PyTypeObject VectorCallType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "teaal_loops_vector_call",
-    .m_doc = "The native twin of teaal_loops.runtime.backend.VectorCall",
+    .m_doc = "The native twin of teaal_loops.runtime.vector_call.VectorCall",
     .m_size = -1,
 };
 
