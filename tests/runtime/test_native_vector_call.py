@@ -267,3 +267,20 @@ def test_a_call_leaks_no_reference() -> None:
     del y
     assert [sys.getrefcount(o) for o in watched] == before
     assert len(driver.launches) == 2001
+
+
+def test_without_a_home_folder_the_python_class_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path.home() raises where neither HOME nor the password database names one."""
+    if native.compiler() is None:
+        pytest.skip("no C compiler here: the loader stops before it needs a folder")
+    monkeypatch.delenv("TEAAL_LOOPS_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv(native.SWITCH, raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    module, reason = native._load.__wrapped__()  # the loader itself, not its remembered answer
+    assert module is None
+    assert reason is not None and "home directory" in reason

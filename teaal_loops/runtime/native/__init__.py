@@ -122,7 +122,10 @@ def _load() -> tuple[Any, str | None]:
     cc = compiler()
     if cc is None:
         return None, "no C compiler on the path"
-    path = module_path(cc)
+    try:
+        path = module_path(cc)
+    except (OSError, RuntimeError) as exc:  # no home folder, or the source not installed
+        return None, f"no place for the compiled module: {exc}"
     if not path.is_file():
         reason = build(path, cc)
         if reason is not None:
