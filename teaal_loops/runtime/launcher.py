@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from teaal_loops.errors import DeviceError
 from teaal_loops.runtime import backend
@@ -76,7 +76,7 @@ class RawLaunch:
         finally:
             free.append(array)
         if status:
-            raise DeviceError(f"cuLaunchKernel failed with CUDA driver error {status}")
+            launch_failed(status)
 
     def native_parts(self) -> tuple[int, int, int, tuple[int, ...]]:
         """(the CUfunction, grid, block, the leading arguments' addresses) for the native
@@ -100,7 +100,7 @@ class RawLaunch:
         finally:
             free.append(array)
         if status:  # the ctypes entry point returns the driver's status; CuPy's raises
-            raise DeviceError(f"cuLaunchKernel failed with CUDA driver error {status}")
+            launch_failed(status)
 
 
 def _argument_cell(value: Any) -> Any:
@@ -165,8 +165,9 @@ def raw_launch(
         return None
 
 
-def launch_failed(status: int) -> None:
-    """What the native one-step call does when the driver refuses a launch."""
+def launch_failed(status: int) -> NoReturn:
+    """Raise the error of a launch the driver refused with ``status`` (every launcher's,
+    the native one-step call's included)."""
     raise DeviceError(f"cuLaunchKernel failed with CUDA driver error {status}")
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from teaal_loops.errors import DeviceError
 from teaal_loops.runtime import launcher, native, vector_call
-from tests.runtime.test_output_vectors import FakeCupy, Stream
+from tests.runtime.test_output_vectors import NOT_PLAIN, FakeCupy, Stream
 
 
 def _native() -> Any:
@@ -106,10 +106,10 @@ def test_the_scratch_of_the_launch_stream_follows_the_owner() -> None:
     driver = Driver(trailing=4)
     call = _call(cp, driver, scratch=scratch)
     cp.stream = Stream(0x70)
-    y = call(cp.ndarray((30,), np.float32))
+    x = cp.ndarray((30,), np.float32)
+    y = call(x)
     assert scratch.asked == [0x70]
-    assert driver.launches[0]["args"][3:] == [driver.launches[0]["args"][3], y.data.ptr,
-                                               0xBEEF, 0x5C0070]
+    assert driver.launches[0]["args"][3:] == [x.data.ptr, y.data.ptr, 0xBEEF, 0x5C0070]
 
 
 def test_outputs_come_from_batches_and_are_never_handed_out_twice() -> None:
@@ -125,10 +125,7 @@ def test_outputs_come_from_batches_and_are_never_handed_out_twice() -> None:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda cp: cp.ndarray((30,), np.float64),  # another dtype
-        lambda cp: cp.ndarray((31,), np.float32),  # another length
-        lambda cp: cp.ndarray((30, 1), np.float32),  # not a vector
-        lambda cp: np.zeros(30, np.float32),  # not on the device
+        *NOT_PLAIN,
         lambda cp: type("Sub", (cp.ndarray,), {})((30,), np.float32),  # a subclass
         lambda cp: [0.0] * 30,
     ],
@@ -251,9 +248,7 @@ def test_a_cached_module_others_may_write_is_never_loaded(tmp_path: Path) -> Non
 def test_a_call_leaks_no_reference() -> None:
     """Every object the C code touches (x, its dtype and shape, the stream, the output) is
     held as many times after 2,000 calls as before them, launches and fall-throughs alike."""
-    cp, driver = FakeCupy(), Driver()
-    scratch = Scratch()
-    driver.trailing = 4
+    cp, driver, scratch = FakeCupy(), Driver(trailing=4), Scratch()
     call = _call(cp, driver, zeroed=False, scratch=scratch)
     x = cp.ndarray((30,), np.float32)
     other = cp.ndarray((31,), np.float32)

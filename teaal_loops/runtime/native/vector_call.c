@@ -9,8 +9,9 @@
  * through its own address (read once with ctypes, passed in by the Python side).
  *
  * This source is fixed: nothing in it, in its compile command or in its arguments comes from
- * a spec, a matrix or a file name. teaal_loops.runtime.native compiles it once per Python
- * version with the host's C compiler and falls back to the Python class where it cannot.
+ * a spec, a matrix or a file name. teaal_loops.runtime.native compiles it once per source,
+ * compiler and Python build with the host's C compiler; where it cannot, the Python class
+ * runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
