@@ -20,13 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from native_call_probe import host_matrix, one_step_calls  # beside this file
 
-import teaal_loops.pipeline as pipeline
-from teaal_loops.bench.api_costs import HOST_NNZ, HOST_ROWS, _spec
 from teaal_loops.bench.timing import Timer
-from teaal_loops.matrix import synthetic
-from teaal_loops.runtime import backend, launcher, vector_call
+from teaal_loops.runtime import backend, launcher
 
 SCHEDULES = ("thread_mapped", "merge_path")
 
@@ -47,26 +44,15 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     cupy = backend.cupy_module()
-    import cupyx.scipy.sparse as csp
-
     lib = _floor_library()
     address = launcher.launch_kernel_address()
-    A = synthetic("uniform", rows=HOST_ROWS, nnz=HOST_NNZ, seed=1).astype(np.float32)
-    A_dev = csp.csr_matrix(A)
-    x = cupy.asarray(np.random.default_rng(0).uniform(-1, 1, A.shape[1]).astype(np.float32))
+    _A, A_dev, x = host_matrix(cupy)
     streams = {"legacy default": cupy.cuda.Stream.null,
                "non-blocking": cupy.cuda.Stream(non_blocking=True),
                "per-thread default": cupy.cuda.Stream.ptds}
     setups = {}
     for name in SCHEDULES:
-        kernel: Any = pipeline.compile(_spec(name), dtype="float32")
-        prepared = kernel.prepare(A_dev)
-        kernel(prepared, x)
-        raw = prepared._raw[False]
-        common = dict(zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
-                      scratch=prepared.scratch)
-        python = vector_call.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
-        native = vector_call.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        kernel, prepared, raw, python, native = one_step_calls(cupy, name, A_dev, x)
         y = kernel.new_output(prepared)
         setups[name] = (kernel, prepared, raw, python, native, y)
     rows = []

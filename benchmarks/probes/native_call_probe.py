@@ -26,6 +26,31 @@ from teaal_loops.matrix import synthetic
 from teaal_loops.runtime import backend, vector_call
 
 
+def host_matrix(cupy: Any) -> tuple[Any, Any, Any]:
+    """(the host-cost matrix of bench.api_costs, float32, on the host and as a cupyx matrix,
+    and an x for it on the device)."""
+    import cupyx.scipy.sparse as csp
+
+    A = synthetic("uniform", rows=HOST_ROWS, nnz=HOST_NNZ, seed=1).astype(np.float32)
+    x = cupy.asarray(np.random.default_rng(0).uniform(-1, 1, A.shape[1]).astype(np.float32))
+    return A, csp.csr_matrix(A), x
+
+
+def one_step_calls(cupy: Any, name: str, A_dev: Any, x: Any) -> tuple[Any, ...]:
+    """(kernel, prepared matrix, its raw launcher, the Python one-step call, the runtime's
+    choice of one-step call) of schedule ``name`` on ``A_dev``, after one warm call."""
+    kernel: Any = pipeline.compile(_spec(name), dtype="float32")
+    prepared = kernel.prepare(A_dev)
+    kernel(prepared, x)
+    raw = prepared._raw[False]
+    rows, cols = A_dev.shape
+    common = dict(zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
+                  scratch=prepared.scratch)
+    python = vector_call.VectorCall(cupy, raw, rows, cols, np.float32, **common)
+    native = vector_call.vector_call(cupy, raw, rows, cols, np.float32, **common)
+    return kernel, prepared, raw, python, native
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -33,23 +58,12 @@ def main() -> int:
     args = parser.parse_args()
 
     cupy = backend.cupy_module()
-    import cupyx.scipy.sparse as csp
-
-    A = synthetic("uniform", rows=HOST_ROWS, nnz=HOST_NNZ, seed=1).astype(np.float32)
-    A_dev = csp.csr_matrix(A)
-    x = cupy.asarray(np.random.default_rng(0).uniform(-1, 1, A.shape[1]).astype(np.float32))
+    _A, A_dev, x = host_matrix(cupy)
     want = (A_dev @ x).get()
     ops: dict[Any, Any] = {}
     errors: dict[str, float] = {}
     for name in SCHEDULES:
-        kernel: Any = pipeline.compile(_spec(name), dtype="float32")
-        prepared = kernel.prepare(A_dev)
-        kernel(prepared, x)
-        raw = prepared._raw[False]
-        common = dict(zeroed=prepared.accumulates, owner=prepared.no_owner.data.ptr,
-                      scratch=prepared.scratch)
-        python = vector_call.VectorCall(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
-        native = vector_call.vector_call(cupy, raw, HOST_ROWS, A.shape[1], np.float32, **common)
+        kernel, prepared, raw, python, native = one_step_calls(cupy, name, A_dev, x)
         if isinstance(native, vector_call.VectorCall):
             print(f"no native call: {vector_call.native_unavailable()}", file=sys.stderr)
             return 2
