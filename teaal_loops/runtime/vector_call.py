@@ -35,6 +35,9 @@ class OutputVectors:
     alone, so that the graph zeroes it at every replay. The price: a batch's memory (at most
     :data:`BATCH_BYTES`) lives as long as any output cut from it. Larger outputs are plain
     allocations from CuPy's pool (and memsets).
+
+    ``runtime/native/vector_call.c`` holds its native twin (the same rules, built from
+    :meth:`native_parts`), which the native one-step call calls with no Python in between.
     """
 
     def __init__(self, cupy: Any, n: int, dtype: Any, *, zeroed: bool) -> None:
@@ -56,6 +59,20 @@ class OutputVectors:
         # (device, weak reference to the stream, the batch's memory, an iterator over the
         # offsets not handed out yet)
         self._batch: tuple[int, Any, Any, Any] | None = None
+
+    @property
+    def stream(self) -> Any:
+        """The stream the current batch was cut on (None: no batch, or its stream is gone)."""
+        return None if self._batch is None else self._batch[1]()
+
+    def native_parts(self) -> tuple[Any, ...]:
+        """What the native twin of this factory (``OutputVectors`` in
+        ``runtime/native/vector_call.c``, the same rules in C) is built from: the CuPy
+        functions it calls, the output's shape, dtype and bytes, zeroed or not, the slot
+        and how many slots a batch holds (0: no batches)."""
+        return (self._ndarray, self._pointer, self._alloc, self._memset, self._capturing,
+                self._device, self._shape, self._dtype, self._nbytes, self._zeroed,
+                self._slot, self._count)
 
     def new(self, stream: Any, pointer: int) -> Any:
         """A new output on ``stream``, CuPy's current stream, whose raw pointer the caller
@@ -170,9 +187,9 @@ def vector_call(
     scratch: Any = None,
     driver_address: int | None = None,
 ) -> Any:
-    """``kernel(prepared, x)``'s one-step call: the native twin of :class:`VectorCall`
-    (``runtime/native/vector_call.c``, the same steps in C, 0.2 to 1.4 us less a call) where it
-    compiles and libcuda's launch entry is found, else :class:`VectorCall`.
+    """``kernel(prepared, x)``'s one-step call: the native twins of :class:`VectorCall` and
+    :class:`OutputVectors` (``runtime/native/vector_call.c``, the same steps in C) where they
+    compile and libcuda's launch entry is found, else :class:`VectorCall`.
     ``driver_address``: the ``cuLaunchKernel`` to call (tests pass a recorder)."""
     from teaal_loops.runtime import native
 
@@ -182,10 +199,11 @@ def vector_call(
         import numpy as np
 
         function, grid, block, leading = launch.native_parts() if launch else (0, 0, 0, ())
+        outputs = module.OutputVectors(
+            *OutputVectors(cupy, rows, dtype, zeroed=zeroed).native_parts())
         try:
             return module.VectorCall(
-                cupy.ndarray, np.dtype(dtype), int(cols), cupy.cuda.get_current_stream,
-                OutputVectors(cupy, rows, dtype, zeroed=zeroed),
+                cupy.ndarray, np.dtype(dtype), int(cols), cupy.cuda.get_current_stream, outputs,
                 None if scratch is None else scratch.pointer, launch_failed,
                 address if launch else 0, function, grid, block, leading, int(owner),
                 (launch, scratch),

@@ -19,18 +19,7 @@ import pytest
 from teaal_loops.errors import DeviceError
 from teaal_loops.runtime import launcher, native, vector_call
 from tests.runtime.test_output_vectors import NOT_PLAIN, FakeCupy, Stream
-
-
-def _native() -> Any:
-    module = native.load()
-    if module is None:
-        reason = native.unavailable_reason() or ""
-        # a compiler and headers that fail to build the file are a bug, not a missing tool
-        if "failed" in reason or "cannot load" in reason:
-            pytest.fail(f"the native call did not build: {reason}")
-        pytest.skip(f"the native call cannot be built here: {reason}")
-    return module
-
+from tests.runtime.test_output_vectors import native_module as _native
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
@@ -116,6 +105,7 @@ def test_outputs_come_from_batches_and_are_never_handed_out_twice() -> None:
     cp, driver = FakeCupy(), Driver()
     call = _call(cp, driver, zeroed=False)
     x = cp.ndarray((30,), np.float32)
+    assert isinstance(call.outputs, _native().OutputVectors), "the C factory, called from C"
     ys = [call(x) for _ in range(130)]
     assert len({y.data.ptr for y in ys}) == 130
     assert cp.work().count("alloc") == 1 + 3  # x, then batches of 64

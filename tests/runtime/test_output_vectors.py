@@ -7,12 +7,13 @@ from __future__ import annotations
 import gc
 import threading
 import types
+import weakref
 from typing import Any
 
 import numpy as np
 import pytest
 
-from teaal_loops.runtime import vector_call
+from teaal_loops.runtime import native, vector_call
 
 
 class Memory:
@@ -83,13 +84,32 @@ class FakeCupy:
         return [entry[0] for entry in self.log if entry[0] != "capturing?"]
 
 
-def _outputs(cp: FakeCupy, n: int = 2000, zeroed: bool = True) -> vector_call.OutputVectors:
-    return vector_call.OutputVectors(cp, n, np.float32, zeroed=zeroed)
+def native_module() -> Any:
+    """The compiled native module (runtime/native/vector_call.c); the test is skipped where
+    no compiler or headers exist, and fails where they exist but the build fails."""
+    module = native.load()
+    if module is None:
+        reason = native.unavailable_reason() or ""
+        # a compiler and headers that fail to build the file are a bug, not a missing tool
+        if "failed" in reason or "cannot load" in reason:
+            pytest.fail(f"the native call did not build: {reason}")
+        pytest.skip(f"the native call cannot be built here: {reason}")
+    return module
 
 
-def test_zeroed_outputs_come_in_batches_of_one_alloc_and_one_memset() -> None:
+# Every rule of OutputVectors holds for its native twin too (runtime/native/vector_call.c).
+FORMS = pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
+
+
+def _outputs(cp: FakeCupy, n: int = 2000, zeroed: bool = True, native: bool = False) -> Any:
+    outputs = vector_call.OutputVectors(cp, n, np.float32, zeroed=zeroed)
+    return native_module().OutputVectors(*outputs.native_parts()) if native else outputs
+
+
+@FORMS
+def test_zeroed_outputs_come_in_batches_of_one_alloc_and_one_memset(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     slot = 8192  # 8,000 bytes rounded up to CuPy's 512-byte allocation unit
     count = min(vector_call.MAX_BATCH, vector_call.BATCH_BYTES // slot)
     ys = [out.new(cp.stream, 0) for _ in range(count)]
@@ -104,18 +124,20 @@ def test_zeroed_outputs_come_in_batches_of_one_alloc_and_one_memset() -> None:
     assert nxt.data.ptr not in pointers
 
 
-def test_outputs_that_need_no_zeroing_come_in_batches_without_a_memset() -> None:
+@FORMS
+def test_outputs_that_need_no_zeroing_come_in_batches_without_a_memset(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp, zeroed=False)
+    out = _outputs(cp, zeroed=False, native=native)
     ys = [out.new(cp.stream, 0) for _ in range(3)]
     assert cp.log == [("alloc", 8192 * 64)]
     assert [y.data.ptr - ys[0].data.ptr for y in ys] == [0, 8192, 16384]
 
 
-def test_outputs_that_need_no_zeroing_keep_their_batch_inside_a_capture() -> None:
+@FORMS
+def test_outputs_that_need_no_zeroing_keep_their_batch_inside_a_capture(native: bool) -> None:
     """Nothing of the batch is a stream operation then: the graph only writes the output."""
     cp = FakeCupy()
-    out = _outputs(cp, zeroed=False)
+    out = _outputs(cp, zeroed=False, native=native)
     stream = Stream(0x30)
     first = out.new(stream, 0x30)
     cp.capturing.add(0x30)
@@ -124,24 +146,27 @@ def test_outputs_that_need_no_zeroing_keep_their_batch_inside_a_capture() -> Non
     assert inside.data.ptr == first.data.ptr + 8192
 
 
-def test_large_outputs_are_plain_allocations() -> None:
+@FORMS
+def test_large_outputs_are_plain_allocations(native: bool) -> None:
     cp = FakeCupy()
     n = vector_call.BATCH_BYTES // 4 // (vector_call.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
-    _outputs(cp, n, zeroed=False).new(cp.stream, 0)
+    _outputs(cp, n, zeroed=False, native=native).new(cp.stream, 0)
     assert cp.log == [("alloc", 4 * n)]
 
 
-def test_large_outputs_are_zeroed_one_by_one() -> None:
+@FORMS
+def test_large_outputs_are_zeroed_one_by_one(native: bool) -> None:
     cp = FakeCupy()
     n = vector_call.BATCH_BYTES // 4 // (vector_call.MIN_BATCH - 1)  # fewer than MIN_BATCH a batch
-    out = _outputs(cp, n)
+    out = _outputs(cp, n, native=native)
     y = out.new(cp.stream, 0)
     assert cp.log == [("alloc", 4 * n), ("memset", y.data.ptr, 0, 4 * n, 0)]
 
 
-def test_another_stream_object_gets_a_batch_of_its_own() -> None:
+@FORMS
+def test_another_stream_object_gets_a_batch_of_its_own(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     first = Stream(0x10)
     out.new(first, 0x10)
     out.new(first, 0x10)
@@ -154,9 +179,10 @@ def test_another_stream_object_gets_a_batch_of_its_own() -> None:
     assert cp.work() == ["alloc", "memset"] * 3
 
 
-def test_a_dead_stream_never_matches() -> None:
+@FORMS
+def test_a_dead_stream_never_matches(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     stream = Stream(0x10)
     out.new(stream, 0x10)
     del stream
@@ -165,18 +191,20 @@ def test_a_dead_stream_never_matches() -> None:
     assert cp.work() == ["alloc", "memset"] * 2
 
 
-def test_another_device_gets_a_batch_of_its_own() -> None:
+@FORMS
+def test_another_device_gets_a_batch_of_its_own(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     out.new(cp.stream, 0)
     cp.device = 1  # the legacy default stream object is shared by every device
     out.new(cp.stream, 0)
     assert cp.work() == ["alloc", "memset"] * 2
 
 
-def test_a_capture_zeroes_every_output_alone_and_spares_the_batch() -> None:
+@FORMS
+def test_a_capture_zeroes_every_output_alone_and_spares_the_batch(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     stream = Stream(0x30)
     before = out.new(stream, 0x30)
     cp.log.clear()
@@ -192,18 +220,20 @@ def test_a_capture_zeroes_every_output_alone_and_spares_the_batch() -> None:
     assert all(y.data.ptr != after.data.ptr for y in inside)
 
 
-def test_a_failing_capture_query_counts_as_capturing() -> None:
+@FORMS
+def test_a_failing_capture_query_counts_as_capturing(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     out.new(Stream(666), 666)
     out.new(Stream(666), 666)
     assert cp.work() == ["alloc", "memset"] * 2
     assert all(e[3] == 8000 for e in cp.log if e[0] == "memset")
 
 
-def test_the_legacy_default_stream_is_never_asked_about_capture() -> None:
+@FORMS
+def test_the_legacy_default_stream_is_never_asked_about_capture(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp)
+    out = _outputs(cp, native=native)
     for _ in range(3):
         out.new(cp.stream, 0)
     assert ("capturing?", 0) not in cp.log
@@ -211,9 +241,34 @@ def test_the_legacy_default_stream_is_never_asked_about_capture() -> None:
     assert ("capturing?", 0x40) in cp.log
 
 
-def test_threads_never_share_an_output() -> None:
+@FORMS
+def test_a_batch_is_let_go_with_its_last_output(native: bool) -> None:
     cp = FakeCupy()
-    out = _outputs(cp, n=100)  # 512-byte slots: 64 outputs a batch
+    out = _outputs(cp, n=100, native=native)  # 64 outputs a batch
+    first = out.new(cp.stream, 0)
+    gone = weakref.ref(first.data.mem)
+    rest = [out.new(cp.stream, 0) for _ in range(63)]
+    assert all(y.data.mem is first.data.mem for y in rest)
+    assert out.stream is cp.stream
+    out.new(cp.stream, 0)  # the batch is used up: the factory lets it go
+    del rest
+    assert gone() is not None, "an output still holds it"
+    del first
+    assert gone() is None
+
+
+def test_the_native_factory_refuses_slots_smaller_than_an_output() -> None:
+    parts = list(vector_call.OutputVectors(FakeCupy(), 2000, np.float32, zeroed=True)
+                 .native_parts())
+    parts[-2] = 4000  # the slot: fewer bytes than an output's 8,000
+    with pytest.raises(ValueError, match="sizes"):
+        native_module().OutputVectors(*parts)
+
+
+@FORMS
+def test_threads_never_share_an_output(native: bool) -> None:
+    cp = FakeCupy()
+    out = _outputs(cp, n=100, native=native)  # 512-byte slots: 64 outputs a batch
     got: list[int] = []
 
     def take() -> None:

@@ -97,7 +97,7 @@ def test_batched_outputs_follow_the_current_stream(native: bool) -> None:
         held = call(x)  # the batch's memset waits behind the spin
     with second:
         y = call(x)
-    assert call.outputs._batch[1]() is second
+    assert call.outputs.stream is second
     second.synchronize()
     first.synchronize()
     _close(y, want)
