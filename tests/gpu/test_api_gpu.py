@@ -83,6 +83,26 @@ def test_a_converted_matrix_needs_forget_after_an_in_place_edit(conversions: lis
     assert len(conversions) == 2
 
 
+def test_a_cupy_arrays_pointer_and_dtype_are_fixed_and_a_reshape_is_seen() -> None:
+    """The matrix cache reads only the shape and strides of a CuPy array (runtime.matrix_cache):
+    CuPy must refuse to change an array's pointer or dtype in place."""
+    import cupy
+
+    kernel = _kernel("thread_mapped")
+    A = _device(_host())
+    x = _x(A.shape[1])
+    kernel(A, x)
+    assert kernel._cache.lookup(A) is not None
+    with pytest.raises(AttributeError):
+        A.data.data = cupy.zeros(1, cupy.float32).data
+    with pytest.raises(AttributeError):
+        A.data.dtype = cupy.dtype(cupy.int32)
+    A.data.shape = (1, A.nnz)  # in place, the same object: the fingerprint must differ
+    assert kernel._cache.lookup(A) is None
+    A.data.shape = (A.nnz,)
+    _close(kernel(A, x), A @ x)
+
+
 def test_the_prepared_matrix_is_freed_with_its_matrix() -> None:
     kernel = _kernel("thread_mapped")
     A = _device(_host())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import types
 import weakref
 from typing import Any
@@ -89,6 +90,35 @@ def test_a_moved_device_pointer_is_seen() -> None:
     cache.store(A, 1)
     assert cache.lookup(A) == 1
     A.data.data = types.SimpleNamespace(ptr=99)
+    assert cache.lookup(A) is None
+
+
+class CupyArray(DeviceArray):
+    """Stands in for cupy.ndarray (a fake ``cupy`` module names it), counting reads of the
+    two attributes that CuPy's arrays hold read-only."""
+
+    reads = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("data", "dtype"):
+            CupyArray.reads += 1
+        return object.__getattribute__(self, name)
+
+
+def test_cupy_arrays_are_checked_by_shape_and_strides_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy's ndarray cannot change its pointer or dtype (tests/gpu/test_api_gpu.py checks
+    that they are read-only): the identity check covers them, and a lookup never reads them;
+    a reshape is still seen."""
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(ndarray=CupyArray))
+    cache: MatrixCache[int] = MatrixCache()
+    A = DeviceCsr()
+    A.indptr, A.indices, A.data = CupyArray(1, 5), CupyArray(2), CupyArray(3)
+    cache.store(A, 1)
+    CupyArray.reads = 0
+    assert cache.lookup(A) == 1 and cache.lookup(A) == 1
+    assert CupyArray.reads == 0
+    A.data.shape = (2, 4)
     assert cache.lookup(A) is None
 
 
