@@ -1,13 +1,14 @@
-"""The one native piece of the runtime: ``vector_call.c``, a C twin of
-:class:`teaal_loops.runtime.vector_call.VectorCall` (``kernel(prepared, x)`` in one step).
+"""The one native piece of the runtime: ``vector_call.c``, C twins of
+:class:`teaal_loops.runtime.vector_call.VectorCall` (``kernel(prepared, x)`` in one step) and
+of the :class:`~teaal_loops.runtime.vector_call.OutputVectors` it takes its outputs from.
 
 It is compiled the first time a process asks for it, with the host's C compiler and Python's
 own headers (``sysconfig``), into ``$TEAAL_LOOPS_CACHE_DIR`` (default ``~/.cache/teaal-loops``,
 made private to the user), one file per source, compiler and Python build, so that later
 processes only load it. A cached file that another user owns, or that others may write, is
 never loaded. Where there is no compiler, no headers, or ``TEAAL_LOOPS_NATIVE=0``,
-:func:`load` returns None and the runtime keeps the Python class, which does the same in
-0.2 to 1.4 us more a call on an H100 machine (BENCHMARKS.md, the Python API section).
+:func:`load` returns None and the runtime keeps the Python classes, which do the same in
+15 to 23% more a call on an H100 machine (BENCHMARKS.md, the Python API section).
 Nothing in the compile command comes from input: the source and the flags are fixed, and the
 paths are the package's and the cache's.
 """
@@ -140,7 +141,8 @@ def _load() -> tuple[Any, str | None]:
 
 
 def load() -> Any:
-    """The compiled module (``module.VectorCall``), or None where it cannot be had."""
+    """The compiled module (``module.VectorCall``, ``module.OutputVectors``), or None where it
+    cannot be had."""
     return _load()[0]
 
 
