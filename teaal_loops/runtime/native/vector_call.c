@@ -84,7 +84,7 @@ static PyObject *new_array(OutputVectors *self, PyObject *pointer)
     return PyObject_Vectorcall(self->ndarray_type, args, pointer ? 3 : 2, NULL);
 }
 
-/* memsetAsync(pointer_owner.<attr...>.ptr, 0, size, stream): 0, or -1 and an exception */
+/* memsetAsync(memory_pointer.ptr, 0, size, stream): 0, or -1 and an exception */
 static int zero(OutputVectors *self, PyObject *memory_pointer, Py_ssize_t size, PyObject *stream)
 {
     PyObject *ptr = PyObject_GetAttr(memory_pointer, str_ptr);
