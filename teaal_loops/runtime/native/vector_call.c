@@ -50,12 +50,12 @@ typedef struct {
     Py_ssize_t slot, count;   /* a slot's bytes; slots a batch (0: no batches) */
     int zeroed;
     /* the batch, replaced as a whole with no Python code run in between: its memory (NULL:
-     * none yet), a weak reference to the stream object it was cut on, its device, the next
-     * offset to hand out and its size */
+     * none yet; slot * count bytes), a weak reference to the stream object it was cut on, its
+     * device and the next offset to hand out */
     PyObject *batch_memory;
     PyObject *batch_stream;
     long batch_device;
-    Py_ssize_t next, end;
+    Py_ssize_t next;
 } OutputVectors;
 
 static PyTypeObject OutputVectorsType;
@@ -141,7 +141,6 @@ static PyObject *new_batch(OutputVectors *self, PyObject *stream, PyObject *poin
     self->batch_stream = ref;
     self->batch_device = device;
     self->next = self->slot;
-    self->end = size;
     mem = ref = NULL;
     Py_XDECREF(old_memory);
     Py_XDECREF(old_stream);
@@ -149,6 +148,37 @@ done:
     Py_XDECREF(mem);
     Py_XDECREF(ref);
     Py_DECREF(memory);
+    return y;
+}
+
+/* 1: the batch has a slot left and was cut on this stream object and device; 0: it has not;
+ * -1: an exception. Runs no Python code. */
+static int batch_fits(OutputVectors *self, PyObject *stream, long device)
+{
+    if (self->batch_memory == NULL || self->next >= self->slot * self->count ||
+        device != self->batch_device)
+        return 0;
+    PyObject *owner = weak_target(self->batch_stream);
+    if (owner == NULL)
+        return -1;
+    int same = owner == stream;
+    Py_DECREF(owner); /* still referenced elsewhere: it was alive */
+    return same;
+}
+
+/* ndarray(shape, dtype, MemoryPointer(memory, offset)) */
+static PyObject *array_at(OutputVectors *self, PyObject *memory, Py_ssize_t offset)
+{
+    PyObject *at = PyLong_FromSsize_t(offset);
+    if (at == NULL)
+        return NULL;
+    PyObject *args[2] = {memory, at};
+    PyObject *memptr = PyObject_Vectorcall(self->memory_pointer, args, 2, NULL);
+    Py_DECREF(at);
+    if (memptr == NULL)
+        return NULL;
+    PyObject *y = new_array(self, memptr);
+    Py_DECREF(memptr);
     return y;
 }
 
@@ -163,33 +193,18 @@ static PyObject *from_batch(OutputVectors *self, PyObject *stream, PyObject *poi
     if (device == -1 && PyErr_Occurred())
         return NULL;
     /* no Python code runs from here to the claim, so each slot is handed out once */
-    if (self->batch_memory != NULL && self->next < self->end && device == self->batch_device) {
-        PyObject *owner = weak_target(self->batch_stream);
-        if (owner == NULL)
-            return NULL;
-        int same = owner == stream;
-        Py_DECREF(owner); /* still referenced elsewhere: it was alive */
-        if (same) {
-            Py_ssize_t offset = self->next;
-            self->next += self->slot;
-            PyObject *memory = self->batch_memory;
-            Py_INCREF(memory); /* another thread may replace the batch meanwhile */
-            PyObject *at = PyLong_FromSsize_t(offset);
-            PyObject *y = NULL;
-            if (at != NULL) {
-                PyObject *args[2] = {memory, at};
-                PyObject *memptr = PyObject_Vectorcall(self->memory_pointer, args, 2, NULL);
-                if (memptr != NULL) {
-                    y = new_array(self, memptr);
-                    Py_DECREF(memptr);
-                }
-                Py_DECREF(at);
-            }
-            Py_DECREF(memory);
-            return y;
-        }
-    }
-    return new_batch(self, stream, pointer, device);
+    int fits = batch_fits(self, stream, device);
+    if (fits < 0)
+        return NULL;
+    if (!fits)
+        return new_batch(self, stream, pointer, device);
+    Py_ssize_t offset = self->next;
+    self->next += self->slot;
+    PyObject *memory = self->batch_memory;
+    Py_INCREF(memory); /* another thread may replace the batch meanwhile */
+    PyObject *y = array_at(self, memory, offset);
+    Py_DECREF(memory);
+    return y;
 }
 
 /* OutputVectors.new(stream, pointer): a new output on ``stream`` (CuPy's current stream, whose
@@ -265,7 +280,7 @@ static int OutputVectors_init(PyObject *op, PyObject *args, PyObject *kwargs)
     self->slot = slot;
     self->count = count;
     self->zeroed = zeroed;
-    self->next = self->end = 0;
+    self->next = 0;
     return 0;
 }
 
