@@ -191,6 +191,18 @@ def test_switched_off_or_without_a_compiler_the_python_class_runs(tmp_path: Path
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_python_without_the_gil_keeps_the_python_classes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C twins claim an output's slot under the GIL: a free-threaded Python never builds
+    them (it would refuse to compile anyway: the source stops at an #error)."""
+    real = native.sysconfig.get_config_var
+    monkeypatch.setattr(native.sysconfig, "get_config_var",
+                        lambda name: 1 if name == "Py_GIL_DISABLED" else real(name))
+    monkeypatch.delenv(native.SWITCH, raising=False)
+    module, reason = native._load.__wrapped__()  # the loader itself, not its remembered answer
+    assert module is None and reason == "a Python without the GIL"
+
+
 def test_the_module_is_built_once_into_the_cache(tmp_path: Path) -> None:
     _native()
     code = "from teaal_loops.runtime import native; print(native.load() is not None)"

@@ -6,7 +6,7 @@ It is compiled the first time a process asks for it, with the host's C compiler 
 own headers (``sysconfig``), into ``$TEAAL_LOOPS_CACHE_DIR`` (default ``~/.cache/teaal-loops``,
 made private to the user), one file per source, compiler and Python build, so that later
 processes only load it. A cached file that another user owns, or that others may write, is
-never loaded. Where there is no compiler, no headers, or ``TEAAL_LOOPS_NATIVE=0``,
+never loaded. Where there is no compiler, no headers, no GIL, or ``TEAAL_LOOPS_NATIVE=0``,
 :func:`load` returns None and the runtime keeps the Python classes, which do the same in
 15 to 23% more a call on an H100 machine (BENCHMARKS.md, the Python API section).
 Nothing in the compile command comes from input: the source and the flags are fixed, and the
@@ -120,6 +120,8 @@ def _import(path: Path) -> Any:
 def _load() -> tuple[Any, str | None]:
     if os.environ.get(SWITCH, "1") == "0":
         return None, f"{SWITCH}=0"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # the source claims slots under the GIL
+        return None, "a Python without the GIL"
     cc = compiler()
     if cc is None:
         return None, "no C compiler on the path"
