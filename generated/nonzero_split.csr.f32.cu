@@ -122,6 +122,15 @@ static_assert(TEAAL_ATOMS_AHEAD >= 1, "TEAAL_ATOMS_AHEAD must be at least 1");
 #endif
 static_assert(!TEAAL_ATOMS_SHUFFLED || TEAAL_ATOMS_AHEAD > 1,
               "TEAAL_ATOMS_SHUFFLED shares the loads of the walk ahead");
+// 1 (without TEAAL_ATOMS_SHUFFLED): the walk ahead loads the next group's values and columns
+// while this group's elements of B are in flight, and the next row's end before it is needed.
+#ifndef TEAAL_ATOMS_PIPELINED
+#define TEAAL_ATOMS_PIPELINED 0
+#endif
+// 1: a group of the walk ahead that no row end splits is added without a test per atom.
+#ifndef TEAAL_GROUP_FAST
+#define TEAAL_GROUP_FAST 0
+#endif
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -322,6 +331,18 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   int teaal_stage = 0;  // the group's first atom among the DS the worker's lanes hold
   value_t staged_v = value_t(0);  // atom stage_start + slot: this lane's share of the loads
   index_t staged_c = 0;
+#elif TEAAL_ATOMS_PIPELINED
+  // The next group's values and columns, loaded while this group's elements of B are in
+  // flight; and the end of the row after this one, loaded before the walk reaches it.
+  value_t next_v[TEAAL_ATOMS_AHEAD];
+  index_t next_c[TEAAL_ATOMS_AHEAD];
+  #pragma unroll
+  for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+    const offset_t a = last - first > u ? first + u : last - 1;
+    next_v[u] = A.atom_val(a);
+    next_c[u] = A.atom_col(a);
+  }
+  offset_t next_end = bounds.end(row + 1 < tiles ? row + 1 : row);
 #endif
   for (offset_t group = first; group < last; group += TEAAL_ATOMS_AHEAD) {
     value_t v[TEAAL_ATOMS_AHEAD];
@@ -339,12 +360,45 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
                          b[u]);
     }
     teaal_stage = (teaal_stage + TEAAL_ATOMS_AHEAD) % teaal_width;
+#elif TEAAL_ATOMS_PIPELINED
+    #pragma unroll
+    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+      v[u] = next_v[u];
+      teaal_load_columns(teaal_x, next_c[u], b[u]);
+    }
+    {
+      const offset_t after = group + TEAAL_ATOMS_AHEAD;  // past the chunk: its last atom again
+      #pragma unroll
+      for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+        const offset_t a = last - after > u ? after + u : last - 1;
+        next_v[u] = A.atom_val(a);
+        next_c[u] = A.atom_col(a);
+      }
+    }
 #else
     #pragma unroll
     for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
       const offset_t a = last - group > u ? group + u : last - 1;
       v[u] = A.atom_val(a);
       teaal_load_columns(teaal_x, A.atom_col(a), b[u]);
+    }
+#endif
+#if TEAAL_GROUP_FAST
+    if (row_end - group >= TEAAL_ATOMS_AHEAD && last - group >= TEAAL_ATOMS_AHEAD) {
+      // every atom of the group lies in the current row and the chunk: no row ends here
+      #pragma unroll
+      for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
+        const offset_t a = group + u;
+        #pragma unroll
+        for (int j = 0; j < TB; ++j) {
+          acc[j] += v[u] * b[u][j];  // accumulate(acc[j], row, a, teaal_x[j], ...)
+          if (TEAAL_TRACE && teaal_live[j]) {
+            const offset_t n = teaal_n[j];  // TEAAL_OWN's dense index
+            TEAAL_OWN(a);
+          }
+        }
+      }
+      continue;
     }
 #endif
     #pragma unroll
@@ -363,7 +417,12 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
         do {  // skip empty tiles
           ++row;
           row_begin = row_end;
+#if TEAAL_ATOMS_PIPELINED && !TEAAL_ATOMS_SHUFFLED
+          row_end = next_end;  // (row < tiles - 1 here: atom a < atoms lies past it)
+          next_end = bounds.end(row + 1 < tiles ? row + 1 : row);
+#else
           row_end = bounds.end(row);
+#endif
         } while (row_end <= a);
       }
       #pragma unroll
