@@ -163,27 +163,11 @@ __device__ __forceinline__ void teaal_add_columns(const YVec (&y)[TB], offset_t 
 // Atoms loaded ahead of the walk over rows (spmm_ahead_walk below); 1: the plain walk. The
 // runtime builds launches whose workers share a warp (DS < 32) with -DTEAAL_ATOMS_AHEAD=8
 // where they take one dense step and walk chunks of more than 8 atoms, and with 4 where they
-// take one block of vector loads, and so does one worker a warp where rows are short
-// (teaal_loops/runtime/dense_builds.py).
+// take one block of vector loads, one worker a warp too (teaal_loops/runtime/dense_builds.py).
 #ifndef TEAAL_ATOMS_AHEAD
 #define TEAAL_ATOMS_AHEAD 1
 #endif
 static_assert(TEAAL_ATOMS_AHEAD >= 1, "TEAAL_ATOMS_AHEAD must be at least 1");
-// 1: the worker's threads share the atoms' loads through shuffles (spmm_ahead_walk).
-#ifndef TEAAL_ATOMS_SHUFFLED
-#define TEAAL_ATOMS_SHUFFLED 0
-#endif
-static_assert(!TEAAL_ATOMS_SHUFFLED || TEAAL_ATOMS_AHEAD > 1,
-              "TEAAL_ATOMS_SHUFFLED shares the loads of the walk ahead");
-// 1 (without TEAAL_ATOMS_SHUFFLED): the walk ahead loads the next group's values and columns
-// while this group's elements of B are in flight, and the next row's end before it is needed.
-#ifndef TEAAL_ATOMS_PIPELINED
-#define TEAAL_ATOMS_PIPELINED 0
-#endif
-// 1: a group of the walk ahead that no row end splits is added without a test per atom.
-#ifndef TEAAL_GROUP_FAST
-#define TEAAL_GROUP_FAST 0
-#endif
 
 // ---- Layout: CSR (ranks [M, K]; M uncompressed, K compressed) ----------------------------
 // tile t = row t, atoms tile_begin(t) .. tile_end(t)-1; tile_end(t) is nondecreasing in t,
@@ -374,72 +358,20 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
   Layout::Acc acc[TB];
   #pragma unroll
   for (int j = 0; j < TB; ++j) acc[j] = A.acc_zero();
-#if TEAAL_ATOMS_SHUFFLED
-  // The runtime builds this where DS is a multiple of U dividing 32 and every thread of a
-  // worker walks every step (no slot past the dense rank): a worker is lanes
-  // [lane0, lane0 + DS) of one warp, converged through the walk, whose branches depend on
-  // the chunk alone.
-  const int teaal_width = (int)dense_space;
-  const unsigned teaal_mask = teaal_width >= 32 ? 0xffffffffu
-      : ((1u << teaal_width) - 1u) << ((threadIdx.x & 31u) / teaal_width * teaal_width);
-  int teaal_stage = 0;  // the group's first atom among the DS the worker's lanes hold
-  value_t staged_v = value_t(0);  // atom stage_start + slot: this lane's share of the loads
-  index_t staged_c = 0;
-#elif TEAAL_ATOMS_PIPELINED
-  // The next group's values and columns, loaded while this group's elements of B are in
-  // flight; and the end of the row after this one, loaded before the walk reaches it.
-  value_t next_v[TEAAL_ATOMS_AHEAD];
-  index_t next_c[TEAAL_ATOMS_AHEAD];
-  #pragma unroll
-  for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
-    const offset_t a = last - first > u ? first + u : last - 1;
-    next_v[u] = A.atom_val(a);
-    next_c[u] = A.atom_col(a);
-  }
-  offset_t next_end = bounds.end(row + 1 < tiles ? row + 1 : row);
-#endif
   for (offset_t group = first; group < last; group += TEAAL_ATOMS_AHEAD) {
     value_t v[TEAAL_ATOMS_AHEAD];
     value_t b[TEAAL_ATOMS_AHEAD][TB];
-#if TEAAL_ATOMS_SHUFFLED
-    if (teaal_stage == 0) {  // the next DS atoms, one a lane
-      const offset_t mine = last - group > teaal_dense_slot ? group + teaal_dense_slot : last - 1;
-      staged_v = A.atom_val(mine);
-      staged_c = A.atom_col(mine);
-    }
-    #pragma unroll
-    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
-      v[u] = __shfl_sync(teaal_mask, staged_v, teaal_stage + u, teaal_width);
-      teaal_load_columns(teaal_x, __shfl_sync(teaal_mask, staged_c, teaal_stage + u, teaal_width),
-                         b[u]);
-    }
-    teaal_stage = (teaal_stage + TEAAL_ATOMS_AHEAD) % teaal_width;
-#elif TEAAL_ATOMS_PIPELINED
-    #pragma unroll
-    for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
-      v[u] = next_v[u];
-      teaal_load_columns(teaal_x, next_c[u], b[u]);
-    }
-    {
-      const offset_t after = group + TEAAL_ATOMS_AHEAD;  // past the chunk: its last atom again
-      #pragma unroll
-      for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
-        const offset_t a = last - after > u ? after + u : last - 1;
-        next_v[u] = A.atom_val(a);
-        next_c[u] = A.atom_col(a);
-      }
-    }
-#else
     #pragma unroll
     for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
       const offset_t a = last - group > u ? group + u : last - 1;
       v[u] = A.atom_val(a);
       teaal_load_columns(teaal_x, A.atom_col(a), b[u]);
     }
-#endif
-#if TEAAL_GROUP_FAST
     if (row_end - group >= TEAAL_ATOMS_AHEAD && last - group >= TEAAL_ATOMS_AHEAD) {
-      // every atom of the group lies in the current row and the chunk: no row ends here
+      // Every atom of the group lies in the current row and in the chunk: added with no test
+      // per atom (the same sums in the same order). On the H100, 4 ahead, N = 32 and 128:
+      // 0.93 to 1.01x the time of the walk that tests each atom (ego-Twitter N = 128 198.7
+      // -> 185.8 us, bcsstk33 41.5 -> 38.7; benchmarks/probes/pipeline_probe.py).
       #pragma unroll
       for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
         const offset_t a = group + u;
@@ -454,7 +386,6 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       }
       continue;
     }
-#endif
     #pragma unroll
     for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
       const offset_t a = group + u;
@@ -471,12 +402,7 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
         do {  // skip empty tiles
           ++row;
           row_begin = row_end;
-#if TEAAL_ATOMS_PIPELINED && !TEAAL_ATOMS_SHUFFLED
-          row_end = next_end;  // (row < tiles - 1 here: atom a < atoms lies past it)
-          next_end = bounds.end(row + 1 < tiles ? row + 1 : row);
-#else
           row_end = bounds.end(row);
-#endif
         } while (row_end <= a);
       }
       #pragma unroll

@@ -2,13 +2,13 @@
 operands call for.
 
 A template writes each walk once; some of its variants are chosen at compile time by macros
-(blocks of one dense step, atoms loaded ahead, their loads shared by shuffles, 16-byte loads and
-stores, loads in flight a lane). None of them changes which thread owns which (atom, dense
-index) or the order of any sum: they change how the same walk is issued. The rules here pick
-them per launch from what the runtime knows (threads a worker along the dense rank, steps,
-the bound chunk, the matrix's mean and longest tile, the launch's size, B's share of the
-L2, alignment); :func:`dense_options` is asked at every dense launch, and its result cached.
-Each rule's comment gives the measurements it rests on (BENCHMARKS.md has the runs).
+(blocks of one dense step, atoms loaded ahead, 16-byte loads and stores, loads in flight a
+lane). None of them changes which thread owns which (atom, dense index) or the order of any
+sum: they change how the same walk is issued. The rules here pick them per launch from what
+the runtime knows (threads a worker along the dense rank, steps, the bound chunk, the
+matrix's mean and longest tile, the launch's size, alignment); :func:`dense_options` is asked
+at every dense launch, and its result cached. Each rule's comment gives the measurements it
+rests on (BENCHMARKS.md has the runs).
 """
 
 from __future__ import annotations
@@ -35,43 +35,30 @@ SINGLE_STEP_OPTION = f"-D{DENSE_BLOCK_MACRO}=1"
 ATOMS_AHEAD_MACRO = "TEAAL_ATOMS_AHEAD"
 ATOMS_AHEAD = 8
 ATOMS_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={ATOMS_AHEAD}"
-# Vector launches (one block of 16-byte runs) of workers sharing a warp load 4 atoms ahead
-# where the shuffled walk below is not built: a worker's threads then have 4 gathers of B in
-# flight whatever rows the atoms fall in, where the plain walk's unrolled loads stop at every
-# row's end. On the H100 (chunks of 12 to 128 atoms, 10 matrices) it took 0.73 to 0.99x the
-# plain walk's time at N = 32 in float32 (8 threads a worker: ego-Twitter 88.2 -> 69.1 us at
-# 64 atoms, R-MAT scale 20 627.6 -> 604.6 at 32), 0.45 to 1.01x at N = 8 (2 threads:
-# email-Enron 18.7 -> 12.4 at 12, long rows 539.7 -> 465.7 at 32) and 0.69 to 1.06x at N = 32
-# in float64 (it lost on R-MAT alone). Where the shuffled walk applies, that one stayed
-# ahead in 10 of 15 cases (email-Enron N = 32, 64 atoms: 22.9 against 24.6 us). With one
-# worker a warp (N = 128) the plain walk won 13 of 30 cases, so there it is built only where
-# a mean row is at most half a chunk: with B in half the L2, 8 wins (email-Enron 63.0 -> 51.6
-# us at 32 atoms, cit-HepTh 53.1 -> 43.2 at 128) against 3 losses (dnn_n1024-l1 and bcsstk13,
-# whose best variant is another spec); with B between half the L2 and all of it, 32 copies
-# taking turns, 0.82 to 1.03x the plain walk's time on both GPUs (soc-Slashdot0902, B 42 MB:
-# 113.1 -> 92.5 us at 64 atoms on the H200; luxembourg_osm, 59 MB, the H200 only: 69.3 ->
-# 61.2 at 48; R-MAT and uniform of 2^16 rows: 0.96 to 1.03x), 19 of 21 cases faster. Past the
-# L2 it was first left out (R-MAT of 2^17 rows, B 67 MB, lost up to 1.02x at 48 and 64 atoms),
-# and is now built there too: on the SpMM suite's random-access classes (2^20 rows, B 512 MiB
-# at N = 128, ten times the L2), chunks of 48, 64 and 128 atoms, it took 0.969 to 0.986x the
-# plain walk's time on the H100 (uniform, R-MAT and long rows alike); on the H200 uniform and
-# long rows took 0.958 to 0.984x and R-MAT 1.003 to 1.007x
-# (benchmarks/probes/warp_shuffle_probe.py). BENCHMARKS.md has the runs.
+# Vector launches (one block of 16-byte runs) of at most a warp a worker load 4 atoms ahead:
+# a worker's threads then have 4 gathers of B in flight whatever rows the atoms fall in, where
+# the plain walk's unrolled loads stop at every row's end; a group of 4 that no row end splits
+# is added with no test per atom (templates/schedules/work_oriented.cu.j2). On the H100
+# (benchmarks/probes/pipeline_probe.py, BENCHMARKS.md; 26 corpus matrices and three 2^20-row
+# classes at N = 8, 32 and 128, chunks of 12 to 64 atoms, best chunk each) it beat the two
+# builds it replaced:
+# - at N = 32 (8 threads a worker), the walk whose loads a worker's threads shared by shuffles
+#   (built before where chunks spanned two rows and B sat in half the L2): faster or equal in
+#   26 of 29 cases, 0.85 to 1.02x its time (email-Enron 22.7 -> 19.2 us, soc-Slashdot0902
+#   38.7 -> 35.1, R-MAT 604.7 -> 526.3; the losses: rgg_n_2_15_s0 1.02x, cage8 and uniform
+#   within 1%);
+# - at N = 128 (one worker a warp), the plain walk (built before where a mean row was over
+#   half a chunk): faster in 28 of 29, 0.83 to 1.04x its time (email-Enron 57.4 -> 47.7 us;
+#   the loss: ca-AstroPh-cc1, 37.5 -> 39.1).
+# Loading 8 ahead instead lost at N = 32 on the larger graphs (email-Enron 19.2 -> 21.9 us,
+# R-MAT 526.3 -> 583.8) and won up to 5% on small matrices (rgg_n_2_15_s0, west0067).
+# Earlier measurements, without the untested groups: 0.73 to 0.99x the plain walk's time at
+# N = 32 in float32 (ego-Twitter 88.2 -> 69.1 us at 64 atoms), 0.45 to 1.01x at N = 8
+# (email-Enron 18.7 -> 12.4 at 12, long rows 539.7 -> 465.7 at 32) and 0.69 to 1.06x at N = 32
+# in float64 (it lost on R-MAT alone).
 VECTOR_AHEAD = 4
 VECTOR_AHEAD_OPTION = f"-D{ATOMS_AHEAD_MACRO}={VECTOR_AHEAD}"
-WARP_THREADS = 32
-# The walk ahead can share the atoms' loads among a worker's threads (one atom a lane, the
-# group's columns and values by shuffles). Built for the vector launches (one block of 16-byte
-# runs) of 8 or 16 threads a worker, chunks longer than one group that span two rows or more
-# on average, and a B that fits in half the L2 (SHUFFLED_MAX_L2_SHARE). On the H100 at
-# N = 32 (8 threads, chunks of 32 and 128), over the 44 corpus cases where chunks span rows,
-# it took 0.77x the plain walk's time (geomean; email-Enron 143 -> 70 us; 1.08 to 1.13x on
-# cage8 and dnn); where rows are longer the plain walk's unrolled loads already run ahead
-# (ego-Twitter 1.12x, dnn 1.10x); on the large classes, whose B streams from DRAM, 0.99 to
-# 1.49x (banded, R-MAT slower). BENCHMARKS.md has the runs.
-ATOMS_SHUFFLED_OPTION = "-DTEAAL_ATOMS_SHUFFLED=1"
-SHUFFLED_MAX_L2_SHARE = 0.5  # B's bytes over the L2's, at most
-SHUFFLED_SPACES = (8, 16)  # multiples of ATOMS_AHEAD that divide a warp, below it
+WARP_THREADS = 32  # a worker of more threads (two warps and up) keeps the plain walk: not measured
 # A contiguous dense placement (N1 in space, N0 in time: a thread's DT elements of a row of B
 # are neighbours) reads them with 16-byte loads where :func:`vector_steps` allows: built with
 # TEAAL_DENSE_VECTOR = 1 and blocks of DT steps (templates/common/dense.cuh.j2). SDDMM whose
@@ -107,41 +94,31 @@ DEEP_UNROLL_VALUE_BYTES = 4  # float32
 
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
-                  vector: int = 0, l2_share: float = float("inf"),
-                  mean_atoms: float = 0.0, store: bool = False, *, group: int = 0,
-                  longest: int = 0, threads: int = 0, value_bytes: int = 0) -> tuple[str, ...]:
+                  vector: int = 0, mean_atoms: float = 0.0, store: bool = False, *,
+                  group: int = 0, longest: int = 0, threads: int = 0,
+                  value_bytes: int = 0) -> tuple[str, ...]:
     """The build options of a dense launch whose workers have ``space`` threads along the
     dense rank, take ``time`` steps and (work-oriented) walk chunks of ``chunk`` atoms:
     :data:`SINGLE_STEP_OPTION` for one step of a register-blocked kernel,
     :data:`ATOMS_AHEAD_OPTION` for one step of workers sharing a warp, with chunks of more
     than one group, where the kernel can load ahead; with ``vector`` (:func:`vector_steps`:
     the steps one vector load reads), blocks of that many steps read by vector loads (SDDMM,
-    :func:`sampled_vector`: 1, its dot products read so); and, for a vector launch of
-    :data:`SHUFFLED_SPACES` threads a worker whose dense input takes ``l2_share`` of the L2
-    (:func:`l2_share`; infinite: unknown), at most :data:`SHUFFLED_MAX_L2_SHARE`, and whose
-    tiles hold ``mean_atoms`` atoms, at most half a chunk, the walk ahead with loads shared
-    by shuffles; for other vector launches of workers sharing a warp, and of one worker a
-    warp with such rows (whatever B's size), :data:`VECTOR_AHEAD_OPTION`. A vector launch's
-    slots all lie inside the dense rank (:func:`vector_steps`), so every thread of a worker
-    reaches every shuffle.
+    :func:`sampled_vector`: 1, its dot products read so), and, for a vector launch of one
+    block of steps, at most a warp a worker and chunks of more than 4 atoms,
+    :data:`VECTOR_AHEAD_OPTION`.
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
-    too. ``group`` (group-mapped: lanes a row), the ``longest`` tile's atoms, the launch's
-    ``threads`` and the bytes of a value: :func:`deep_unroll`. Asked at every dense launch, so
-    remembered."""
-    long_chunk = chunk > ATOMS_AHEAD
+    too. ``group`` (group-mapped: lanes a row), the matrix's ``mean_atoms`` a tile and its
+    ``longest`` tile's atoms, the launch's ``threads`` and the bytes of a value:
+    :func:`deep_unroll`. Asked at every dense launch, so remembered."""
     one_vector = vector > 1 and time == vector
-    short_rows = 0 < mean_atoms * 2 <= chunk  # chunks span two rows or more on average
-    shuffled = (one_vector and space in SHUFFLED_SPACES and long_chunk and short_rows
-                and l2_share <= SHUFFLED_MAX_L2_SHARE)
-    warp_ahead = space == WARP_THREADS and short_rows
     ahead = 0
-    if shuffled or (time == 1 and space < WARP_THREADS and long_chunk):
+    if time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD:
         ahead = ATOMS_AHEAD
-    elif one_vector and chunk > VECTOR_AHEAD and (space < WARP_THREADS or warp_ahead):
+    elif one_vector and chunk > VECTOR_AHEAD and space <= WARP_THREADS:
         ahead = VECTOR_AHEAD
     unroll = value_bytes == DEEP_UNROLL_VALUE_BYTES and deep_unroll(group, mean_atoms, longest,
                                                                       threads)
-    return _dense_options(source, time == 1, ahead, vector, shuffled, store, unroll)
+    return _dense_options(source, time == 1, ahead, vector, store, unroll)
 
 
 def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bool:
@@ -160,24 +137,15 @@ def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bo
     return threads <= DEEP_UNROLL_MAX_FILL * info.sm_count * info.max_threads_per_sm
 
 
-def l2_share(operand: Any) -> float:
-    """``operand``'s bytes (a CuPy array) over the device's L2 (at most a half: gathers of its
-    rows mostly hit there, which the shuffled walk's rule asks)."""
-    return int(operand.nbytes) / backend.device_info().l2_bytes
-
-
 @functools.lru_cache(maxsize=128)
 def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
-                   shuffled: bool = False, store: bool = False,
-                   unroll: bool = False) -> tuple[str, ...]:
+                   store: bool = False, unroll: bool = False) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source; ahead: atoms, 0 none)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
         options += (SINGLE_STEP_OPTION,)
     if ahead and ATOMS_AHEAD_MACRO in source:
         options += (f"-D{ATOMS_AHEAD_MACRO}={ahead}",)
-        if shuffled:
-            options += (ATOMS_SHUFFLED_OPTION,)
     if vector and DENSE_VECTOR_MACRO in source:
         options += (f"-D{DENSE_VECTOR_MACRO}=1",)
         if vector > 1 and DENSE_BLOCK_MACRO in source:  # SpMM: blocks of the vector's steps

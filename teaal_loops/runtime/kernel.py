@@ -255,23 +255,21 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def function(self, prepared: PreparedMatrix, *, trace: bool = False,
-                 dense: tuple[int, int, int, bool] | None = None,
-                 l2_share: float = float("inf"), threads: int = 0) -> Any:
+                 dense: tuple[int, int, int, bool] | None = None, threads: int = 0) -> Any:
         """The compiled kernel, built with the binding's options (``prepared.options``): the
         trace build or not; ``dense``, a dense launch's (threads a worker along the dense
         rank, steps each takes, steps read by vector loads or 0, whether its outputs take
         vector stores), whose build options follow from them instead, the bound
-        chunk size and group, the matrix's mean and longest tile, the dense input's
-        ``l2_share`` (its bytes over the L2's; infinite: unknown), the launch's ``threads``
+        chunk size and group, the matrix's mean and longest tile, the launch's ``threads``
         and the dtype (dense_builds.dense_options: blocks of one step, atoms loaded ahead,
-        their loads shared, vector loads, loads a lane)."""
+        vector loads, loads a lane)."""
         options = prepared.options
         if dense is not None:
             bound = prepared.bound
             options = dense_builds.dense_options(
                 prepared.source, dense[0], dense[1], chunk=bound.work_per_thread,
-                vector=dense[2], l2_share=l2_share,
-                mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1), store=dense[3],
+                vector=dense[2], mean_atoms=bound.matrix.nnz / max(bound.matrix.rows, 1),
+                store=dense[3],
                 group=bound.group_size, longest=bound.matrix.max_row, threads=threads,
                 value_bytes=np.dtype(prepared.config.dtype).itemsize)
         key: Any = (trace, options) if options else trace
@@ -522,21 +520,18 @@ class Kernel:
             offset,
         )
         dense = self.schedule.form.dense
-        share, store = float("inf"), False  # B's share of the L2 (asked by vector builds)
+        store = False
         if self.schedule.form.kind == "sddmm":
             u, v = call.arrays
             vector = dense_builds.sampled_vector(u, v, run=run_length(self.schedule))
         else:
             vector = dense_builds.vector_steps(bool(dense and dense.contiguous), time,
                                                call.size, call.arrays[0])
-            if vector:
-                share = dense_builds.l2_share(call.arrays[0])
             store = dense_builds.vector_store(
                 vector, y, walks_rows=schedule_definition(self.schedule.kind).walks_whole_tiles,
                 longest_row=prepared.bound.matrix.max_row)
         fn = self.function(prepared, trace=owner is not None,
-                           dense=(space, time, vector, store), l2_share=share,
-                           threads=threads)
+                           dense=(space, time, vector, store), threads=threads)
         return fn, prepared.leading_args + trailing
 
     def trace_dense(self, A: Any, operands: Any) -> Any:

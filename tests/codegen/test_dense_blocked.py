@@ -215,7 +215,6 @@ RUNS: list[tuple[str, Path, dict[str, int], int, int]] = [
 
 
 SPLIT = REPO / "specs/spmm/nonzero_split.yaml"
-SHUFFLED4 = ("-DTEAAL_ATOMS_AHEAD=4", "-DTEAAL_ATOMS_SHUFFLED=1")
 # (case, layout, params, N, dense_time, build options): work-oriented SpMM blocked with dead
 # steps, and the walk with atoms loaded ahead: chunks of 5 and 11 atoms (groups of 8 end
 # inside a chunk, rows end inside groups and span several), blocks of one and of 3 steps.
@@ -231,17 +230,12 @@ SPLIT_RUNS: list[tuple[str, str | None, dict[str, int], int, int, tuple[str, ...
      ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=4")),
     ("split_ahead_blocked", None, {"NNZ_PER_WORKER": 7, "N_LANES": 2}, 7, 4,
      ("-DTEAAL_ATOMS_AHEAD=3",)),
-    # the worker's lanes share the loads by shuffles: 8 lanes hold two groups of 4 (chunks of
-    # 11: the third group loads again, and past the chunk's end); 32 lanes, four groups of 8
-    # and a fifth from the next load; 4 lanes over blocks of 2 steps.
-    ("split_shuffled_ds8", None, {"NNZ_PER_WORKER": 11, "N_LANES": 8}, 8, 1,
-     ("-DTEAAL_DENSE_BLOCK=1",) + SHUFFLED4),
-    ("split_shuffled_ds32", None, {"NNZ_PER_WORKER": 37, "N_LANES": 32}, 32, 1,
-     ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")),
-    ("split_shuffled_blocked", None, {"NNZ_PER_WORKER": 9, "N_LANES": 4}, 8, 2,
-     ("-DTEAAL_DENSE_BLOCK=2",) + SHUFFLED4),
-    ("split_shuffled_coo", "coo", {"NNZ_PER_WORKER": 6, "N_LANES": 4}, 4, 1,
-     ("-DTEAAL_DENSE_BLOCK=1",) + SHUFFLED4),
+    # one worker a warp, groups of 8 (chunks of 37: rows end inside and between groups);
+    # 4 lanes over blocks of 2 steps, groups of 4
+    ("split_ahead_ds32", None, {"NNZ_PER_WORKER": 37, "N_LANES": 32}, 32, 1,
+     ("-DTEAAL_DENSE_BLOCK=1", "-DTEAAL_ATOMS_AHEAD=8")),
+    ("split_ahead_blocked_dt2", None, {"NNZ_PER_WORKER": 9, "N_LANES": 4}, 8, 2,
+     ("-DTEAAL_DENSE_BLOCK=2", "-DTEAAL_ATOMS_AHEAD=4")),
 ]
 
 

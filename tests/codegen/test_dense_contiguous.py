@@ -176,22 +176,21 @@ def test_the_vector_build_needs_aligned_row_major_runs_of_16_or_32_bytes(
 VECTOR4 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4")
 VECTOR2 = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=2")
 STORE = ("-DTEAAL_DENSE_VECTOR_STORE=1",)  # dense_builds.dense_options(store=True): Z aligned too
-SHUFFLED = ("-DTEAAL_ATOMS_AHEAD=8", "-DTEAAL_ATOMS_SHUFFLED=1")  # dense_builds.dense_options
-AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # dense_builds.VECTOR_AHEAD_OPTION: the other vector launches
+AHEAD4 = ("-DTEAAL_ATOMS_AHEAD=4",)  # dense_builds.VECTOR_AHEAD_OPTION: vector launches
 UNROLL16 = ("-DTEAAL_UNROLL=16",)  # dense_builds.DEEP_UNROLL_OPTION: group-mapped, small groups
 # (case, spec, layout, params, N, build options): float64 kernels (x_data is float64): runs
 # of 4 read with two double2 loads, of 2 with one; N not a multiple of N_VEC and runs longer
 # than N with scalar loads; ELL (padded atoms) through the layout's accumulate.
 RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] = [
     ("split_n32_vec4", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 32, VECTOR4),
-    # the walk ahead with the worker's loads shared by shuffles: 8 lanes load each group of 8
-    # (chunks of 19: the last group passes the chunk's end); 16 lanes hold two groups
-    ("split_n32_vec4_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
-     VECTOR4 + SHUFFLED),
-    ("split_n64_vec4_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 21}, 64,
-     VECTOR4 + SHUFFLED),
-    ("split_n16_vec2_shuffled", SPLIT_VEC, None, {"NNZ_PER_WORKER": 13, "N_VEC": 2}, 16,
-     VECTOR2 + SHUFFLED),
+    # the walk 4 atoms ahead over longer chunks: groups no row end splits (added with no
+    # test per atom) beside split ones; the last group passes the chunk's end
+    ("split_n32_vec4_ahead4_w19", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
+     VECTOR4 + AHEAD4),
+    ("split_n64_vec4_ahead4_w21", SPLIT_VEC, None, {"NNZ_PER_WORKER": 21}, 64,
+     VECTOR4 + AHEAD4),
+    ("split_n16_vec2_ahead4_w13", SPLIT_VEC, None, {"NNZ_PER_WORKER": 13, "N_VEC": 2}, 16,
+     VECTOR2 + AHEAD4),
     ("split_n8_vec2", SPLIT_VEC, None, {"NNZ_PER_WORKER": 7, "N_VEC": 2}, 8, VECTOR2),
     # the walk 4 atoms ahead, loads not shared: chunks of 10 end in a partial group, rows
     # end inside groups (runs of 4 float32 at N = 32, two threads a worker at N = 8)
@@ -233,8 +232,8 @@ RUNS: list[tuple[str, Path, str | None, dict[str, int], int, tuple[str, ...]]] =
     ("lanes_n32_vec4_store", LANES_VEC, None, {}, 32, VECTOR4 + STORE),
     ("group_n16_vec2_store", GROUP_VEC, None, {"ROW_LANES": 8, "N_VEC": 2}, 16, VECTOR2 + STORE),
     ("split_n32_vec4_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 5}, 32, VECTOR4 + STORE),
-    ("split_n32_vec4_shuffled_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
-     VECTOR4 + SHUFFLED + STORE),
+    ("split_n32_vec4_ahead4_w19_store", SPLIT_VEC, None, {"NNZ_PER_WORKER": 19}, 32,
+     VECTOR4 + AHEAD4 + STORE),
     ("split_coo_vec4_store", SPLIT_VEC, "coo", {"NNZ_PER_WORKER": 6}, 16, VECTOR4 + STORE),
 ]
 
@@ -269,15 +268,13 @@ def test_contiguous_kernels_compile_in_every_build(tmp_path: Path) -> None:
                                      ("v4", VECTOR4), ("v2", VECTOR2),
                                      ("v8", ("-DTEAAL_DENSE_VECTOR=1",
                                              "-DTEAAL_DENSE_BLOCK=8", "-DTEAAL_TRACE=1")),
-                                     ("v4s", VECTOR4 + SHUFFLED),
                                      ("v4a4", VECTOR4 + AHEAD4),
                                      ("v4u16", VECTOR4 + UNROLL16),
                                      ("v2u16t", VECTOR2 + UNROLL16 + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v2a4t", VECTOR2 + AHEAD4 + STORE + ("-DTEAAL_TRACE=1",)),
                                      ("v4st", VECTOR4 + STORE),
-                                     ("v2sst", VECTOR2 + SHUFFLED + STORE + ("-DTEAAL_TRACE=1",)),
-                                     ("v2s", VECTOR2 + SHUFFLED + ("-DTEAAL_TRACE=1",))):
-                    if "ATOMS" in str(defines) and "TEAAL_ATOMS_SHUFFLED" not in source:
+                                     ("v4a4t", VECTOR4 + AHEAD4 + ("-DTEAAL_TRACE=1",))):
+                    if "ATOMS" in str(defines) and "TEAAL_ATOMS_AHEAD" not in source:
                         continue  # a walk with no loads ahead (thread-mapped, ELL)
                     if "UNROLL" in str(defines) and "TEAAL_UNROLL" not in source:
                         continue  # no group-mapped loop of loads a lane

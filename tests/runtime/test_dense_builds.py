@@ -1,9 +1,8 @@
 """Dense launches get the builds their geometry calls for (dense_builds.dense_options): blocks of one
 step for register-blocked SpMM kernels whose threads take one dense step
 (dense_builds.SINGLE_STEP_OPTION), atoms loaded ahead for work-oriented SpMM whose workers share a
-warp and take one step (dense_builds.ATOMS_AHEAD_OPTION), their loads shared by shuffles in vector
-launches whose B sits in the L2 (dense_builds.ATOMS_SHUFFLED_OPTION), 4 atoms ahead in the other vector
-launches of workers sharing a warp (dense_builds.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in
+warp and take one step (dense_builds.ATOMS_AHEAD_OPTION), 4 atoms ahead in vector launches of at
+most a warp a worker (dense_builds.VECTOR_AHEAD_OPTION). Without a GPU, a stand-in
 CuPy (conftest.RecordingCupy) records the compile options, so the tests see which build each launch
 asks for."""
 
@@ -74,48 +73,38 @@ def test_work_oriented_spmm_loads_ahead_where_workers_share_a_warp(
 
 
 @pytest.mark.parametrize(
-    ("space", "time", "vector", "share", "chunk", "mean", "shuffled", "four_ahead"), [
-        (8, 4, 4, 0.5, 32, 4, True, False),  # N = 32, runs of 4 float32: 8 threads a worker
-        (16, 4, 4, 0.5, 32, 16, True, False),  # N = 64; rows of half a chunk
-        (8, 2, 2, 0.5, 32, 4, True, False),  # runs of 2 float64
-        (8, 4, 4, 0.5, 32, 17, False, True),  # rows longer than half a chunk
-        (8, 4, 4, 0.51, 32, 4, False, True),  # B larger than half the L2
-        (32, 4, 4, 0.5, 32, 4, False, True),  # one worker a warp, rows of an eighth of a chunk
-        (32, 4, 4, 1.0, 32, 4, False, True),  # one worker a warp, B the size of the L2
-        (32, 4, 4, 0.5, 32, 17, False, False),  # one worker a warp, rows over half a chunk
-        (32, 4, 4, 1.01, 32, 4, False, True),  # one worker a warp, B larger than the L2
-        (32, 4, 4, 10.0, 64, 16, False, True),  # ... ten times the L2, rows of a quarter chunk
-        (32, 4, 4, 10.0, 24, 16, False, False),  # ... rows over half a chunk
-        (32, 4, 4, float("inf"), 32, 4, False, True),  # one worker a warp, B's size unknown
-        (64, 4, 4, 0.5, 32, 4, False, False),  # a worker of two warps: not measured
-        (4, 4, 4, 0.5, 32, 4, False, True),  # fewer threads than a group's atoms
-        (8, 4, 0, 0.5, 32, 4, False, False),  # no vector build (misaligned B)
-        (8, 4, 4, 0.5, 8, 4, False, True),  # a chunk of one group of 8, two of 4
-        (8, 4, 4, 0.5, 4, 1, False, False),  # a chunk of one group of 4
-        (8, 8, 4, 0.51, 32, 4, False, False),  # two blocks of vector loads
+    ("space", "time", "vector", "chunk", "mean", "four_ahead"), [
+        (8, 4, 4, 32, 4, True),  # N = 32, runs of 4 float32: 8 threads a worker, short rows
+        (8, 4, 4, 32, 17, True),  # ... rows longer than half a chunk
+        (16, 4, 4, 32, 16, True),  # N = 64
+        (8, 2, 2, 32, 4, True),  # runs of 2 float64
+        (32, 4, 4, 32, 4, True),  # one worker a warp, rows of an eighth of a chunk
+        (32, 4, 4, 24, 16, True),  # ... rows over half a chunk
+        (64, 4, 4, 32, 4, False),  # a worker of two warps: not measured
+        (4, 4, 4, 32, 4, True),  # fewer threads than a group's atoms
+        (8, 4, 0, 32, 4, False),  # no vector build (misaligned B)
+        (8, 4, 4, 8, 4, True),  # a chunk of two groups of 4
+        (8, 4, 4, 4, 1, False),  # a chunk of one group of 4
+        (8, 8, 4, 32, 4, False),  # two blocks of vector loads
     ])
-def test_vector_spmm_loads_atoms_ahead_shared_where_chunks_span_rows_and_b_sits_in_l2(
-    fake: RecordingCupy, space: int, time: int, vector: int, share: float, chunk: int, mean: int,
-    shuffled: bool, four_ahead: bool,
+def test_vector_spmm_loads_4_atoms_ahead(
+    fake: RecordingCupy, space: int, time: int, vector: int, chunk: int, mean: int,
+    four_ahead: bool,
 ) -> None:
-    """The walk ahead with shuffled loads: vector launches of 8 or 16 threads a worker,
-    chunks longer than a group and at least twice a mean row, B in half the L2; 4 atoms
-    ahead in the other vector launches of one block whose workers share a warp, and in those
-    of one worker a warp with such rows, whatever B's size; the plain vector build
+    """4 atoms ahead in vector launches of one block of steps, at most a warp a worker and
+    chunks of more than one group, whatever the rows' lengths; the plain vector build
     elsewhere."""
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     prepared = _prepared(kernel, chunk, mean)
-    options = kernel.function(prepared, dense=(space, time, vector, False), l2_share=share).options
-    assert (dense_builds.ATOMS_SHUFFLED_OPTION in options) == shuffled
-    assert (dense_builds.ATOMS_AHEAD_OPTION in options) == shuffled
+    options = kernel.function(prepared, dense=(space, time, vector, False)).options
     assert (dense_builds.VECTOR_AHEAD_OPTION in options) == four_ahead
-    assert sum(o.startswith("-DTEAAL_ATOMS_AHEAD=") for o in options) == int(shuffled or four_ahead)
-    if shuffled:
+    assert sum(o.startswith("-DTEAAL_ATOMS_AHEAD=") for o in options) == int(four_ahead)
+    if four_ahead:
         assert f"-DTEAAL_DENSE_BLOCK={vector}" in options
     # SDDMM's and the thread-mapped sources have no such walk
     lanes = pipeline.compile(SPECS / "spmm/lanes_over_n_vec.yaml")
     assert dense_builds.dense_options(_prepared(lanes).source, space, time, chunk=chunk,
-                                 vector=vector, l2_share=share) == \
+                                      vector=vector) == \
         dense_builds.dense_options(_prepared(lanes).source, space, time, vector=vector)
 
 
@@ -134,7 +123,7 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     kernel = pipeline.compile(SPECS / "spmm/lanes_over_n_tiled.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        l2_share=0.0, threads=0: asked.append(dense))
+                        threads=0: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
     prepared = types.SimpleNamespace(
         bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=4)),
@@ -146,20 +135,18 @@ def test_dense_launches_pass_their_geometry_to_the_build(
     assert asked == [(32, 1, 0, False), (32, 2, 0, False), (32, 5, 0, False)]
 
 
-@pytest.mark.parametrize("nbytes", [500, 1001])
-def test_a_vector_launch_asks_b_s_share_of_the_l2(
-    monkeypatch: pytest.MonkeyPatch, nbytes: int,
+def test_a_vector_launch_asks_for_vector_stores_where_z_allows(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kernel = pipeline.compile(SPECS / "spmm/nonzero_split_vec.yaml")
     asked: list[Any] = []
     monkeypatch.setattr(kernel, "function", lambda p, trace=False, dense=None,
-                        l2_share=float("inf"), threads=0: asked.append((dense, l2_share)))
+                        threads=0: asked.append(dense))
     monkeypatch.setattr("teaal_loops.runtime.kernel.trailing_arguments", lambda *a: ())
-    monkeypatch.setattr(backend, "device_info", lambda: types.SimpleNamespace(l2_bytes=1000))
     prepared = types.SimpleNamespace(
         bound=types.SimpleNamespace(index_bits=32, matrix=types.SimpleNamespace(max_row=500)),
         no_owner=None, leading_args=())
-    B = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4), nbytes=nbytes,
+    B = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4), nbytes=4096,
                               data=types.SimpleNamespace(ptr=4096))
     Z = types.SimpleNamespace(dtype=np.dtype("f4"), strides=(128, 4),
                               data=types.SimpleNamespace(ptr=8192))  # rows 16-byte aligned
@@ -169,11 +156,9 @@ def test_a_vector_launch_asks_b_s_share_of_the_l2(
                            8, 4)
     kernel._dense_function(prepared, types.SimpleNamespace(size=30, arrays=(B,)), Z, None,
                            8, 4)
-    # the vector build asks (and stores by vectors where Z allows); a launch with no vector
-    # loads never shuffles or loads ahead, so never asks, and stores element by element
-    share = nbytes / 1000
-    assert asked == [((8, 4, 4, True), share), ((8, 4, 4, False), share),
-                     ((8, 4, 0, False), float("inf"))]
+    # the vector build stores by vectors where Z allows; a launch with no vector loads
+    # stores element by element
+    assert asked == [(8, 4, 4, True), (8, 4, 4, False), (8, 4, 0, False)]
 
 
 H100 = types.SimpleNamespace(sm_count=132, max_threads_per_sm=2048, l2_bytes=50 << 20)
