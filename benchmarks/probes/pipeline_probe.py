@@ -6,7 +6,15 @@ SpMM (descriptors once), one process. ncu (benchmarks/probes/ncu_versus.py) had 
 CSR_ALG3 issue 16.7M instructions on ego-Twitter at N = 32 against our 29.9M, with our issue
 slots 60% busy. The builds are forced by rewriting the build options at compile time; every
 output is checked against float64 first; 3 rounds, each a median of PREPS launches queued
-behind a spin."""
+behind a spin.
+
+The macros TEAAL_ATOMS_PIPELINED, TEAAL_GROUP_FAST and TEAAL_ATOMS_SHUFFLED exist only in the
+template of commit e64738c (the untested groups became the template's only walk ahead after
+it): a build naming a macro the source lacks stops the probe. The session's runs, at e64738c:
+the first with the defaults; the second with PBUILDS=runtime,plain,ahead4,ahead8,shuffled8
+PCHUNKS=12,24,48,64 PWIDTHS=8,32,128 PDEFINES=-DTEAAL_GROUP_FAST=1 and PMATS naming the 26
+corpus matrices and the three 2^20-row classes (PDEFINES: options added to every build, the
+runtime's too)."""
 import json
 import os
 import statistics
@@ -34,9 +42,17 @@ _orig = backend.get_function
 WALK = ("TEAAL_ATOMS_AHEAD", "TEAAL_ATOMS_SHUFFLED", "TEAAL_ATOMS_PIPELINED", "TEAAL_GROUP_FAST")
 
 
+EXTRA = tuple(os.environ.get("PDEFINES", "").split())
+
+
 def patched(source, name, *, trace=False, options=()):
     if FORCED["options"] is not None:
         options = tuple(o for o in options if not any(w in o for w in WALK)) + FORCED["options"]
+    options = tuple(options) + EXTRA
+    for o in (FORCED["options"] or ()) + EXTRA:
+        macro = o[2:].split("=")[0]
+        if macro not in source:
+            raise SystemExit(f"{name}: the source has no {macro} (see the docstring's commit)")
     return _orig(source, name, trace=trace, options=options)
 
 
