@@ -371,7 +371,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_wor
       // Every atom of the group lies in the current row and in the chunk: added with no test
       // per atom (the same sums in the same order). On the H100, 4 ahead, N = 32 and 128:
       // 0.93 to 1.01x the time of the walk that tests each atom (ego-Twitter N = 128 198.7
-      // -> 185.8 us, bcsstk33 41.5 -> 38.7; benchmarks/probes/pipeline_probe.py).
+      // -> 185.8 us, bcsstk33 41.5 -> 38.7; benchmarks/probes/pipeline_probe.py); 8 ahead
+      // (nonzero_split, N = 8), suite against suite: geomean 0.97x (H100) and 0.95x (H200).
       #pragma unroll
       for (int u = 0; u < TEAAL_ATOMS_AHEAD; ++u) {
         const offset_t a = group + u;
