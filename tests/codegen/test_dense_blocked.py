@@ -99,7 +99,7 @@ def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
     assert "#ifndef TEAAL_ATOMS_AHEAD\n#define TEAAL_ATOMS_AHEAD 1\n" in src
     assert "#if TEAAL_ATOMS_AHEAD > 1" in kernel
     assert "teaal_load_columns(teaal_x, c, column);" in kernel
-    assert "teaal_load_columns(teaal_x, A.atom_col(a), b[u]);" in kernel  # the walk ahead
+    assert "teaal_load_columns(teaal_x, c[u], b[u]);" in kernel  # the walk ahead
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
     # SpMM reads atoms through L1; SpMV streams them
     assert "return __ldg(p);" in src

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,3 +121,67 @@ def test_bind_dense_is_refused_for_spmv_and_epilogue_kernels_before_any_device_w
     with_epilogue = pipeline.compile(schedule, params=epilogue_specs.PARAMS["spmm_thread"])
     with pytest.raises(MatrixError, match="has an epilogue"):
         with_epilogue.bind_dense(None, (np.zeros((3, 2)),))
+
+
+
+def _strided(rows: int, row_bytes: int) -> np.ndarray:
+    """A float32 view of ``rows`` x 3 whose rows lie ``row_bytes`` apart, over a buffer of 3
+    values: its strides may be checked, and rows past the first never read."""
+    return np.lib.stride_tricks.as_strided(np.arange(3, dtype=np.float32), shape=(rows, 3),
+                                           strides=(row_bytes, 4))
+
+
+def test_rows_too_far_apart_for_32_bit_strides_are_copied_or_refused() -> None:
+    from teaal_loops.runtime.operands import (
+        MAX_ROW_STRIDE_BYTES,
+        check_dense_output,
+        dense_inputs,
+        rows_within_reach,
+    )
+
+    copied: list[tuple[int, ...]] = []
+
+    def fortran_copy(a: np.ndarray) -> np.ndarray:  # records the copy, reads nothing
+        copied.append(a.strides)
+        return np.zeros(a.shape, a.dtype, order="F")
+
+    class FakeCupy:
+        ndarray = np.ndarray
+        asarray = staticmethod(np.asarray)
+        ascontiguousarray = staticmethod(np.ascontiguousarray)
+        asfortranarray = staticmethod(fortran_copy)
+
+    near, far = _strided(2, MAX_ROW_STRIDE_BYTES - 3), _strided(2, 1 << 32)
+    assert rows_within_reach(near) and not rows_within_reach(far)
+    assert not rows_within_reach(_strided(2, -(1 << 32)))
+    assert rows_within_reach(_strided(1, 1 << 32))  # one row: its stride is never used
+    schedule = pipeline.compile(REPO / "specs/spmm/lanes_over_n.yaml").schedule
+    f32 = np.dtype("float32")
+    # B: read from a Fortran-ordered copy, its rows then 4 bytes apart
+    call = dense_inputs(FakeCupy, schedule, 4, 2, f32, (far,))
+    assert copied == [far.strides] and call.arrays[0].strides[0] == 4 and call.size == 3
+    # B within reach: used as it is
+    assert dense_inputs(FakeCupy, schedule, 4, 2, f32, (near,)).arrays[0] is near
+    assert len(copied) == 1
+    # an output whose rows lie too far apart: refused, naming the limit
+    with pytest.raises(MatrixError, match=f"out's rows lie 4294967296 bytes apart; .* at most "
+                                          f"{MAX_ROW_STRIDE_BYTES}"):
+        check_dense_output(FakeCupy, far, schedule, 2, 3, 0, f32)
+    assert check_dense_output(FakeCupy, near, schedule, 2, 3, 0, f32) is near
+
+
+def test_a_new_output_whose_c_rows_would_lie_too_far_apart_is_made_in_fortran_order() -> None:
+    from teaal_loops.runtime.operands import MAX_ROW_STRIDE_BYTES, new_dense_output
+
+    orders: list[str] = []
+
+    class RecordingCupy:  # no cuda: ensure_fits checks nothing
+        @staticmethod
+        def empty(shape: tuple[int, int], dtype: Any, order: str) -> None:
+            orders.append(order)
+
+    schedule = pipeline.compile(REPO / "specs/spmm/lanes_over_n.yaml").schedule
+    widest = MAX_ROW_STRIDE_BYTES // 4  # float32 columns whose C rows still fit
+    for size in (widest, widest + 1):
+        new_dense_output(RecordingCupy, schedule, 3, size, 0, np.dtype("float32"), False)
+    assert orders == ["C", "F"]
