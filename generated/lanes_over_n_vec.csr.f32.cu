@@ -35,14 +35,7 @@ typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
   return __ldg(p);
 }
-// One column n of a dense matrix stored with strides: element i lies i * sb bytes past p.
-// The stride is in bytes and 32 bits wide (the runtime refuses a dense operand whose rows lie
-// 2 GiB or more apart: teaal_loops/runtime/operands.py), so an element's address is one wide
-// multiply-add of a 32-bit index (IMAD.WIDE) where a 64-bit stride took six instructions.
-#ifndef TEAAL_WIDE_STRIDES
-#define TEAAL_WIDE_STRIDES 0  // probe (session 24): 1 builds the 64-bit element strides of before
-#endif
-#if TEAAL_WIDE_STRIDES
+// One column n of a dense matrix stored with strides: element i is p[i * s].
 struct XVec {
   const value_t* __restrict__ p;
   long long s;
@@ -54,33 +47,6 @@ struct YVec {
   __device__ __forceinline__ value_t* operator+(long long i) const { return p + i * s; }
   __device__ __forceinline__ value_t& operator[](long long i) const { return p[i * s]; }
 };
-#define TEAAL_STRIDE_BYTES(elements) (elements)
-template <class P> __device__ __forceinline__ void teaal_keep(P& p) {}
-#else
-struct XVec {
-  const value_t* __restrict__ p;
-  int sb;
-  __device__ __forceinline__ const value_t* operator+(long long i) const {
-    return reinterpret_cast<const value_t*>(reinterpret_cast<const char*>(p) + i * sb);
-  }
-};
-struct YVec {
-  value_t* __restrict__ p;
-  int sb;
-  __device__ __forceinline__ value_t* operator+(long long i) const {
-    return reinterpret_cast<value_t*>(reinterpret_cast<char*>(p) + i * sb);
-  }
-  __device__ __forceinline__ value_t& operator[](long long i) const { return *(*this + i); }
-};
-// The byte stride of `elements` value_t apart (the runtime checked that it fits in 32 bits).
-#define TEAAL_STRIDE_BYTES(elements) ((int)((elements) * (long long)sizeof(value_t)))
-// p held in a register from here on: the compiler otherwise recomputes a column's address
-// from the kernel's parameters inside the walk, at every group of atoms (22 instructions a
-// group in the work-oriented walk ahead; sm_90 SASS).
-template <class P> __device__ __forceinline__ void teaal_keep(P& p) {  // P: a pointer
-  asm volatile("" : "+l"(p));
-}
-#endif
 // Trace builds: (atom a, dense index n) is this thread's (owner has atoms x dense_n slots).
 #define TEAAL_OWN(a) (owner[(long long)(a) * dense_n + n] = (int)teaal_thread)
 
@@ -151,6 +117,31 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
     #pragma unroll
     for (int j = 0; j < TB; ++j) b[j] = __ldg(x[j] + c);
   }
+}
+// The same elements as teaal_load_columns, row c of B given as its byte offset `at` from each
+// column's first element `cols[j]` (work-oriented SpMM's walk ahead): the caller computes it
+// with one wide multiply-add of a 32-bit row and byte stride, where XVec's 64-bit element
+// stride took six instructions an atom (sm_90 SASS).
+template <int TB>
+__device__ __forceinline__ void teaal_load_row(const char* const (&cols)[TB], long long at,
+                                               value_t (&b)[TB]) {
+  constexpr int bytes = TB * (int)sizeof(value_t);
+  if constexpr (TEAAL_DENSE_VECTOR && (bytes == 16 || bytes == 32)) {
+    #pragma unroll
+    for (int q = 0; q < bytes; q += 16) {
+      teaal_load16(reinterpret_cast<const value_t*>(cols[0] + at + q),
+                   b + q / (int)sizeof(value_t));
+    }
+  } else {
+    #pragma unroll
+    for (int j = 0; j < TB; ++j) b[j] = __ldg(reinterpret_cast<const value_t*>(cols[j] + at));
+  }
+}
+// p held in a register from here on: without it the compiler recomputed the columns' addresses
+// from the kernel's parameters inside the walk ahead, at every group of atoms (22 instructions
+// a group; sm_90 SASS).
+template <class P> __device__ __forceinline__ void teaal_keep(P& p) {  // P: a pointer
+  asm volatile("" : "+l"(p));
 }
 // Z[m, n_j] = v[j] for the block's live steps j: a plain store of each (a row-storing
 // layout's store_tile), or, in the vector store build (every step live, the TB outputs
@@ -306,10 +297,8 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_thr
       const long long nj = teaal_dense_slot * dense_time + ((long long)teaal_step0 + j);
       teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
       teaal_n[j] = teaal_live[j] ? (offset_t)nj : teaal_dense_slot * dense_time + (teaal_step0);
-      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, TEAAL_STRIDE_BYTES(x_stride_k)};
-      teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, TEAAL_STRIDE_BYTES(y_stride_m)};
-      teaal_keep(teaal_x[j].p);
-      teaal_keep(teaal_y[j].p);
+      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
+      teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
     }
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = teaal_worker_thread;  // this thread's number in the schedule

@@ -16,7 +16,10 @@ builds:
   (-DTEAAL_WIDE_STRIDES=1);
 - ``lean``: both (the new templates' default).
 
-The macros exist only in the templates of the commit that adds this probe. Each build keeps
+The macros exist only in the templates of commit 468dc8e, where the session's run was made
+(benchmarks/probes/run_lean.sh; output lean_probe_h100.json.gz). After it, the 32-bit strides
+were kept for the walk ahead alone: elsewhere they let ptxas squeeze group-mapped SpMM to 32
+registers, which serialised its loads (BENCHMARKS.md). Each build keeps
 the runtime's own options (atoms ahead, vector loads) and adds its macros; every output is
 checked against float64 first; 3 rounds, each a median of PREPS launches queued behind a spin.
 Specs and parameters: PSPECS, entries SPEC:PARAM=v1/v2/... separated by commas (default: the

@@ -35,9 +35,9 @@ from teaal_loops.ir.model import ScalarEpilogue, Schedule
 from teaal_loops.types import KernelParam
 
 MAX_DENSE_ELEMENTS = 1 << 40  # refused before asking the device for memory
-# SpMM kernels address a row of B and of Z by a byte stride held in 32 bits (XVec and YVec in
-# templates/common/dense.cuh.j2: one wide multiply-add an element). Rows further apart are read
-# from a Fortran-ordered copy, made once per call; an output given with them is refused.
+# Work-oriented SpMM's walk ahead addresses row c of B as c times a byte stride held in 32 bits
+# (templates/schedules/work_oriented.cu.j2: one wide multiply-add an element). B's rows further
+# apart are read from a Fortran-ordered copy (rows then one element apart), made once per call.
 MAX_ROW_STRIDE_BYTES = 2**31 - 1
 
 
@@ -160,8 +160,6 @@ def new_dense_output(cupy: Any, schedule: Schedule, rows: int, size: int, nnz: i
         return make(nnz, dtype=dtype)
     storage = schedule.form.output_storage
     order = "F" if storage and storage[0] != schedule.form.output_ranks[0] else "C"
-    if size * np.dtype(dtype).itemsize > MAX_ROW_STRIDE_BYTES:
-        order = "F"  # C-ordered rows would lie too far apart for the kernel's strides
     return make((rows, size), dtype=dtype, order=order)
 
 
@@ -172,17 +170,12 @@ def check_dense_output(cupy: Any, out: Any, schedule: Schedule, rows: int, size:
         raise MatrixError(f"out must be a CuPy {dtype.name} array of shape {want}")
     if any(s % out.itemsize for s in out.strides) or (len(want) == 2 and 0 in out.strides):
         raise MatrixError("out must not be a broadcast view")
-    if len(want) == 2 and not rows_within_reach(out):
-        raise MatrixError(
-            f"out's rows lie {abs(int(out.strides[0]))} bytes apart; SpMM kernels take at most "
-            f"{MAX_ROW_STRIDE_BYTES}: pass a Fortran-ordered out"
-        )
     return out
 
 
 def rows_within_reach(array: Any) -> bool:
-    """Whether neighbouring rows of a 2-D dense ``array`` lie at most
-    :data:`MAX_ROW_STRIDE_BYTES` apart, as SpMM kernels address them (one row: always)."""
+    """Whether neighbouring rows of SpMM's B (a 2-D ``array``) lie at most
+    :data:`MAX_ROW_STRIDE_BYTES` apart, as its kernels address them (one row: always)."""
     return int(array.shape[0]) <= 1 or abs(int(array.strides[0])) <= MAX_ROW_STRIDE_BYTES
 
 

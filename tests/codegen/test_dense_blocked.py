@@ -99,7 +99,10 @@ def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
     assert "#ifndef TEAAL_ATOMS_AHEAD\n#define TEAAL_ATOMS_AHEAD 1\n" in src
     assert "#if TEAAL_ATOMS_AHEAD > 1" in kernel
     assert "teaal_load_columns(teaal_x, c, column);" in kernel
-    assert "teaal_load_columns(teaal_x, c[u], b[u]);" in kernel  # the walk ahead
+    # the walk ahead: rows of B by a 32-bit byte stride, from each column's kept address
+    assert "teaal_load_row(cols, (long long)c[u] * row_bytes, b[u]);" in kernel
+    assert "const int row_bytes = (int)(teaal_x[0].s * (long long)sizeof(value_t));" in kernel
+    assert "teaal_keep(cols[j]);" in kernel
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
     # SpMM reads atoms through L1; SpMV streams them
     assert "return __ldg(p);" in src
