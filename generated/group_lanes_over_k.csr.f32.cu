@@ -36,12 +36,37 @@ typedef int offset_t;  // row offsets, atom ids, merge items, worker ids
 template <class T> __device__ __forceinline__ T teaal_atom_load(const T* p) {
   return __ldg(p);
 }
-// One column n of a dense matrix stored with strides: element i is p[i * s].
+// 1 (the runtime's build for group-mapped SpMM of one lane, or a warp and more, a row:
+// dense_builds.dense_options): a column of B holds its stride in bytes, in 32 bits (the runtime
+// keeps B's rows within 2 GiB, runtime/operands.py), so an element's address is one wide
+// multiply-add; 0: in elements, 64 bits. Which is faster is ptxas's register choice: the byte
+// strides let it fit those kernels in fewer registers (BENCHMARKS.md).
+#ifndef TEAAL_BYTE_STRIDES
+#define TEAAL_BYTE_STRIDES 0
+#endif
+// One column n of a dense matrix stored with strides: element i is p[i * stride].
 struct XVec {
   const value_t* __restrict__ p;
-  long long s;
+#if TEAAL_BYTE_STRIDES
+  int s;  // bytes between elements i and i + 1
+  __device__ __forceinline__ const value_t* operator+(long long i) const {
+    return reinterpret_cast<const value_t*>(reinterpret_cast<const char*>(p) + i * s);
+  }
+  __device__ __forceinline__ int row_bytes() const { return s; }
+#else
+  long long s;  // elements between elements i and i + 1
   __device__ __forceinline__ const value_t* operator+(long long i) const { return p + i * s; }
+  __device__ __forceinline__ int row_bytes() const {  // within 2 GiB: the runtime sees to it
+    return (int)(s * (long long)sizeof(value_t));
+  }
+#endif
 };
+// A column of B from its elements' stride, as XVec holds it.
+#if TEAAL_BYTE_STRIDES
+#define TEAAL_X_STRIDE(elements) ((int)((elements) * (long long)sizeof(value_t)))
+#else
+#define TEAAL_X_STRIDE(elements) (elements)
+#endif
 struct YVec {
   value_t* __restrict__ p;
   long long s;
@@ -256,8 +281,12 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
       const long long nj = ((long long)teaal_step0 + j) * dense_space + teaal_dense_slot;
       teaal_live[j] = teaal_step0 + j < dense_time && nj < dense_n;
       teaal_n[j] = teaal_live[j] ? (offset_t)nj : (teaal_step0) * dense_space + teaal_dense_slot;
-      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, x_stride_k};
+      teaal_x[j] = XVec{x_data + teaal_n[j] * x_stride_n, TEAAL_X_STRIDE(x_stride_k)};
       teaal_y[j] = YVec{y_data + teaal_n[j] * y_stride_n, y_stride_m};
+      if (TEAAL_BYTE_STRIDES) {  // as measured: the columns' addresses held in registers
+        teaal_keep(teaal_x[j].p);
+        teaal_keep(teaal_y[j].p);
+      }
     }
   const Layout A{rows, cols, nnz, indptr, indices, values};
   const offset_t tid = teaal_worker_thread;  // this thread's number in the schedule

@@ -54,11 +54,22 @@ BUILDS = {"before": ("-DTEAAL_WIDE_STRIDES=1", "-DTEAAL_CLAMPED_GROUPS=1"),
           "strides": ("-DTEAAL_CLAMPED_GROUPS=1",),
           "groups": ("-DTEAAL_WIDE_STRIDES=1",),
           "lean": ()}
+# PMODE=bytes (the templates after commit 468dc8e): the build option the runtime took from this
+# probe, group-mapped B with 32-bit byte strides (TEAAL_BYTE_STRIDES, dense_builds.py), forced
+# off ("before") and on ("lean") whatever the runtime's rule chose.
+BYTES = os.environ.get("PMODE") == "bytes"
+if BYTES:
+    BUILDS = {"before": ("-DTEAAL_BYTE_STRIDES=0",), "lean": ("-DTEAAL_BYTE_STRIDES=1",)}
 FORCED = {"options": ()}
 _orig = backend.get_function
 
 
 def patched(source, name, *, trace=False, options=()):
+    if BYTES:
+        if "TEAAL_BYTE_STRIDES" not in source:
+            raise SystemExit(f"{name}: the source has no TEAAL_BYTE_STRIDES (PMODE=bytes)")
+        kept = tuple(o for o in options if "TEAAL_BYTE_STRIDES" not in o)
+        return _orig(source, name, trace=trace, options=kept + FORCED["options"])
     # a schedule without the walk ahead (group-mapped) has no TEAAL_CLAMPED_GROUPS: its
     # "groups" build is its "lean" one, its "strides" build its "before"
     if "TEAAL_WIDE_STRIDES" not in source:

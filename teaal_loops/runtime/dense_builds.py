@@ -91,6 +91,17 @@ DEEP_UNROLL_MIN_LONGEST = 8  # atoms of the longest row a lane
 DEEP_UNROLL_MAX_FILL = 0.6  # the launch's threads over the device's resident threads
 DEEP_UNROLL_MIN_MEAN = 16  # atoms of a mean row a lane, at any fill
 DEEP_UNROLL_VALUE_BYTES = 4  # float32
+# Group-mapped SpMM of one lane a row, or of a warp and more, is built with B's strides in 32-bit
+# bytes (TEAAL_BYTE_STRIDES, templates/common/dense.cuh.j2): ptxas then fits it in fewer
+# registers. On the H100 (benchmarks/probes/lean_probe.py, 12 small and mid-sized matrices and a
+# 2^20-row class, N = 8, 32 and 128; BENCHMARKS.md) group_lanes_vec at ROW_LANES = 1 took 0.86 to
+# 1.05x the time, geomean 0.951 (ca-AstroPh-cc1 N = 128 40.0 -> 35.2 us, bcsstk13 N = 128 10.3
+# -> 9.8), and group_lanes_over_k (32 lanes) 0.82 to 1.00x, geomean 0.945 (luxembourg_osm). With
+# 2 to 16 lanes the fewer registers serialised the loads of B: ROW_LANES = 4 took 1.1 to 1.6x the
+# time, 16 up to 1.95x at N = 8; and thread-mapped kernels lost (lanes_over_n_vec geomean 1.08).
+# On power-law graphs ROW_LANES = 1 also lost (email-Enron 1.07x, R-MAT 1.08x at N = 8, longrows
+# 1.26x at N = 128), where the suites never pick it (it is 10 to 20 times slower than the walk).
+BYTE_STRIDES_OPTION = "-DTEAAL_BYTE_STRIDES=1"
 
 
 def dense_options(source: str, space: int, time: int, chunk: int = 0,
@@ -109,7 +120,8 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
     ``store`` (SpMM, :func:`vector_store`): a vector launch whose outputs take 16-byte stores
     too. ``group`` (group-mapped: lanes a row), the matrix's ``mean_atoms`` a tile and its
     ``longest`` tile's atoms, the launch's ``threads`` and the bytes of a value:
-    :func:`deep_unroll`. Asked at every dense launch, so remembered."""
+    :func:`deep_unroll`; a group-mapped launch of one lane or a warp and more a row:
+    :data:`BYTE_STRIDES_OPTION`. Asked at every dense launch, so remembered."""
     one_vector = vector > 1 and time == vector
     ahead = 0
     if time == 1 and space < WARP_THREADS and chunk > ATOMS_AHEAD:
@@ -118,7 +130,8 @@ def dense_options(source: str, space: int, time: int, chunk: int = 0,
         ahead = VECTOR_AHEAD
     unroll = value_bytes == DEEP_UNROLL_VALUE_BYTES and deep_unroll(group, mean_atoms, longest,
                                                                       threads)
-    return _dense_options(source, time == 1, ahead, vector, store, unroll)
+    byte_strides = group == 1 or group >= WARP_THREADS
+    return _dense_options(source, time == 1, ahead, vector, store, unroll, byte_strides)
 
 
 def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bool:
@@ -139,7 +152,8 @@ def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bo
 
 @functools.lru_cache(maxsize=128)
 def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
-                   store: bool = False, unroll: bool = False) -> tuple[str, ...]:
+                   store: bool = False, unroll: bool = False,
+                   byte_strides: bool = False) -> tuple[str, ...]:
     # (a string caches its hash: a hit costs no scan of the source; ahead: atoms, 0 none)
     options: tuple[str, ...] = ()
     if one_step and DENSE_BLOCK_MACRO in source:
@@ -152,8 +166,11 @@ def _dense_options(source: str, one_step: bool, ahead: int, vector: int,
             options += (f"-D{DENSE_BLOCK_MACRO}={vector}",)
             if store and VECTOR_STORE_MACRO in source:
                 options += (f"-D{VECTOR_STORE_MACRO}=1",)
-    if unroll and UNROLL_MACRO in source:  # group-mapped sources alone have the loop
-        options += (DEEP_UNROLL_OPTION,)
+    if UNROLL_MACRO in source:  # group-mapped sources alone have the loop
+        if unroll:
+            options += (DEEP_UNROLL_OPTION,)
+        if byte_strides:
+            options += (BYTE_STRIDES_OPTION,)
     return options
 
 

@@ -101,7 +101,7 @@ def test_work_oriented_spmm_walks_its_chunk_once_per_block(dtype: str) -> None:
     assert "teaal_load_columns(teaal_x, c, column);" in kernel
     # the walk ahead: rows of B by a 32-bit byte stride, from each column's kept address
     assert "teaal_load_row(cols, (long long)c[u] * row_bytes, b[u]);" in kernel
-    assert "const int row_bytes = (int)(teaal_x[0].s * (long long)sizeof(value_t));" in kernel
+    assert "const int row_bytes = teaal_x[0].row_bytes();" in kernel
     assert "teaal_keep(cols[j]);" in kernel
     assert "for (offset_t step = 0; step < dense_time; ++step)" not in src
     # SpMM reads atoms through L1; SpMV streams them
@@ -172,6 +172,14 @@ def test_blocked_kernels_compile_on_every_layout_group_size_and_block(tmp_path: 
     for g in (1, 4, 32, 64):
         add(f"group.g{g}.f32", _source(group, "f32", G=g))
         add(f"group.g{g}.f64", _source(group, "f64", G=g), "-DTEAAL_TRACE=1")
+        # the runtime's build of B with 32-bit byte strides (dense_builds.BYTE_STRIDES_OPTION)
+        add(f"group.g{g}.f64.bytes", _source(group, "f64", G=g), "-DTEAAL_BYTE_STRIDES=1",
+            "-DTEAAL_TRACE=1")
+    for layout in ("ell", "dia", "coo"):  # layouts whose accumulate reads B through XVec
+        definition = get_layout(layout)
+        if "spmm" in definition.forms and "group_mapped" in definition.schedules:
+            add(f"group.{layout}.bytes", _source(group, "f32", layout=layout, G=1),
+                "-DTEAAL_BYTE_STRIDES=1")
     tiled = _source(REPO / "specs/spmm/lanes_over_n_tiled.yaml", "f64")
     for block in (1, 3, 8):
         add(f"tiled.b{block}", tiled, f"-DTEAAL_DENSE_BLOCK={block}", "-DTEAAL_TRACE=1")

@@ -226,3 +226,26 @@ def test_a_group_mapped_launch_passes_its_group_longest_row_and_size_to_the_buil
     assert dense_builds.DEEP_UNROLL_OPTION not in wide.function(
         _prepared(wide, mean=4, group=1, longest=18), dense=(8, 2, 2, False),
         threads=FULL // 8).options
+
+
+@pytest.mark.parametrize(("spec", "group", "bytes_"), [
+    ("spmm/group_lanes_vec.yaml", 1, True),  # one lane a row: fewer registers, 0.95x geomean
+    ("spmm/group_lanes_vec.yaml", 2, False),  # 2 to 16 lanes: the loads of B serialised
+    ("spmm/group_lanes_vec.yaml", 4, False),
+    ("spmm/group_lanes_vec.yaml", 16, False),
+    ("spmm/group_lanes_over_k.yaml", 32, True),  # a warp a row: 0.98x geomean
+    ("spmm/group_lanes_over_k.yaml", 64, True),
+    ("spmm/group_lanes_over_k.yaml", 0, False),  # an unknown group
+    ("spmm/lanes_over_n_vec.yaml", 1, False),  # thread-mapped lost with them (1.08x)
+    ("spmm/nonzero_split_vec.yaml", 1, False),  # the walk ahead addresses B so already
+])
+def test_group_mapped_launches_of_one_lane_or_a_warp_a_row_read_b_by_byte_strides(
+    spec: str, group: int, bytes_: bool,
+) -> None:
+    """dense_builds.BYTE_STRIDES_OPTION: group-mapped SpMM of one lane, or 32 and more, a row
+    reads B through 32-bit byte strides; every other launch through 64-bit element strides."""
+    source = pipeline.compile(SPECS / spec).source
+    assert "TEAAL_BYTE_STRIDES" in source
+    options = dense_builds.dense_options(source, 8, 4, vector=4, group=group)
+    assert (dense_builds.BYTE_STRIDES_OPTION in options) == bytes_
+    assert "-DTEAAL_DENSE_VECTOR=1" in options or "lanes_over_k" in spec  # the rest still apply
