@@ -35,9 +35,11 @@ from teaal_loops.ir.model import ScalarEpilogue, Schedule
 from teaal_loops.types import KernelParam
 
 MAX_DENSE_ELEMENTS = 1 << 40  # refused before asking the device for memory
-# Work-oriented SpMM's walk ahead addresses row c of B as c times a byte stride held in 32 bits
-# (templates/schedules/work_oriented.cu.j2: one wide multiply-add an element). B's rows further
-# apart are read from a Fortran-ordered copy (rows then one element apart), made once per call.
+# Work-oriented SpMM's walk ahead and group-mapped SpMM of one lane or a warp a row address row c
+# of B as c times a byte stride held in 32 bits (templates/schedules/work_oriented.cu.j2 and
+# TEAAL_BYTE_STRIDES in templates/common/dense.cuh.j2: one wide multiply-add an element). B's
+# rows further apart are read from a Fortran-ordered copy (rows then one element apart), made
+# once per call.
 MAX_ROW_STRIDE_BYTES = 2**31 - 1
 
 
