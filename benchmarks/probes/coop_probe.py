@@ -154,6 +154,21 @@ def load(name):
     return cps.csr_matrix(read_matrix_market(os.path.join(os.environ.get("PCORPUS", ".carry/corpus/matrices"), f"{name}.mtx.gz")).astype("float32"))
 
 
+def dense_case(A, n, timer):
+    """One SpMM case of the probes: B (seeded, float32, row-major), the float64 reference and
+    the rounding scale every output is checked against, Z, and the best cuSPARSE SpMM
+    (descriptors once) chosen by ``timer``."""
+    rows, cols = A.shape
+    rng = np.random.default_rng(1)
+    B = cp.asarray(rng.standard_normal((cols, n)).astype(np.float32))
+    ref = A.astype(cp.float64) @ B.astype(cp.float64)
+    bound = float((abs(A).astype(cp.float64) @ abs(B).astype(cp.float64)).max())
+    Z = cp.empty((rows, n), dtype=cp.float32)
+    base = SpMM(A, n, B=B, C=Z)
+    base.choose(timer)
+    return B, ref, bound, Z, base
+
+
 def main():
     timer = Timer(cp)
     module = cp.RawModule(code=kernel_source(), options=("--std=c++17",))

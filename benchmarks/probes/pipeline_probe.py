@@ -24,7 +24,6 @@ import cupy as cp
 import numpy as np
 
 import teaal_loops
-from teaal_loops.bench.cusparse.spmm import SpMM
 from teaal_loops.bench.timing import Timer
 from teaal_loops.runtime import backend
 
@@ -74,15 +73,9 @@ def main():
     for name in MATS:
         A = coop_probe.load(name)
         A.sum_duplicates()
-        rows, cols = A.shape
+        rows = A.shape[0]
         for n in WIDTHS:
-            rng = np.random.default_rng(1)
-            B = cp.asarray(rng.standard_normal((cols, n)).astype(np.float32))
-            ref = A.astype(cp.float64) @ B.astype(cp.float64)
-            bound = float((abs(A).astype(cp.float64) @ abs(B).astype(cp.float64)).max())
-            Z = cp.empty((rows, n), dtype=cp.float32)
-            base = SpMM(A, n, B=B, C=Z)
-            base.choose(timer)
+            B, ref, bound, Z, base = coop_probe.dense_case(A, n, timer)
             ops = {"cusparse": lambda i, base=base, B=B, Z=Z: base.launch(B, Z)}
             for build, forced in BUILDS.items():
                 for chunk in CHUNKS:
