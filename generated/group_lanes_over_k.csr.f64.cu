@@ -106,7 +106,9 @@ __device__ __forceinline__ void teaal_load_columns(const XVec (&x)[TB], index_t 
 // The same elements as teaal_load_columns, row c of B given as its byte offset `at` from each
 // column's first element `cols[j]` (work-oriented SpMM's walk ahead): the caller computes it
 // with one wide multiply-add of a 32-bit row and byte stride, where XVec's 64-bit element
-// stride took six instructions an atom (sm_90 SASS).
+// stride took seven instructions an atom (sm_90 SASS). It repeats teaal_load_columns' vector
+// and scalar branches on purpose: one helper under both changed the compiled code of every
+// SpMM build (group_lanes_vec: 42 -> 40 registers, its loads rescheduled), unmeasured.
 template <int TB>
 __device__ __forceinline__ void teaal_load_row(const char* const (&cols)[TB], long long at,
                                                value_t (&b)[TB]) {
@@ -114,8 +116,8 @@ __device__ __forceinline__ void teaal_load_row(const char* const (&cols)[TB], lo
   for (int j = 0; j < TB; ++j) b[j] = __ldg(reinterpret_cast<const value_t*>(cols[j] + at));
 }
 // p held in a register from here on: without it the compiler recomputed the columns' addresses
-// from the kernel's parameters inside the walk ahead, at every group of atoms (22 instructions
-// a group; sm_90 SASS).
+// from the kernel's parameters inside the walk ahead, at every group of atoms (about 20
+// instructions a group; sm_90 SASS).
 template <class P> __device__ __forceinline__ void teaal_keep(P& p) {  // P: a pointer
   asm volatile("" : "+l"(p));
 }

@@ -97,10 +97,12 @@ DEEP_UNROLL_VALUE_BYTES = 4  # float32
 # 2^20-row class, N = 8, 32 and 128; BENCHMARKS.md) group_lanes_vec at ROW_LANES = 1 took 0.86 to
 # 1.05x the time, geomean 0.951 (ca-AstroPh-cc1 N = 128 40.0 -> 35.2 us, bcsstk13 N = 128 10.3
 # -> 9.8), and group_lanes_over_k (32 lanes) 0.82 to 1.00x, geomean 0.945 (luxembourg_osm). With
-# 2 to 16 lanes the fewer registers serialised the loads of B: ROW_LANES = 4 took 1.1 to 1.6x the
+# 2 to 16 lanes the fewer registers serialised the loads of B: ROW_LANES = 4 took up to 1.56x the
 # time, 16 up to 1.95x at N = 8; and thread-mapped kernels lost (lanes_over_n_vec geomean 1.08).
+# A second run over the 26 corpus matrices and uniform-r20 (81 cases) gave geomeans of 0.946
+# (ROW_LANES = 1), 0.978 (32 lanes), 1.025 / 1.143 / 1.063 / 1.001 (2 / 4 / 8 / 16 lanes).
 # On power-law graphs ROW_LANES = 1 also lost (email-Enron 1.07x, R-MAT 1.08x at N = 8, longrows
-# 1.26x at N = 128), where the suites never pick it (it is 10 to 20 times slower than the walk).
+# 1.26x at N = 128), where the suites never pick it (3 to 26 times slower than the walk ahead).
 BYTE_STRIDES_OPTION = "-DTEAAL_BYTE_STRIDES=1"
 
 
