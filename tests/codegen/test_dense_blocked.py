@@ -175,11 +175,6 @@ def test_blocked_kernels_compile_on_every_layout_group_size_and_block(tmp_path: 
         # the runtime's build of B with 32-bit byte strides (dense_builds.BYTE_STRIDES_OPTION)
         add(f"group.g{g}.f64.bytes", _source(group, "f64", G=g), "-DTEAAL_BYTE_STRIDES=1",
             "-DTEAAL_TRACE=1")
-    for layout in ("ell", "dia", "coo"):  # layouts whose accumulate reads B through XVec
-        definition = get_layout(layout)
-        if "spmm" in definition.forms and "group_mapped" in definition.schedules:
-            add(f"group.{layout}.bytes", _source(group, "f32", layout=layout, G=1),
-                "-DTEAAL_BYTE_STRIDES=1")
     tiled = _source(REPO / "specs/spmm/lanes_over_n_tiled.yaml", "f64")
     for block in (1, 3, 8):
         add(f"tiled.b{block}", tiled, f"-DTEAAL_DENSE_BLOCK={block}", "-DTEAAL_TRACE=1")
