@@ -176,18 +176,12 @@ def main():
     for name in MATS:
         A = load(name)
         A.sort_indices()
-        rows, cols = A.shape
+        rows = A.shape[0]
         rowptr = A.indptr.astype(cp.int32)
         colidx = A.indices.astype(cp.int32)
         vals = A.data.astype(cp.float32)
         for n in WIDTHS:
-            rng = np.random.default_rng(1)
-            B = cp.asarray(rng.standard_normal((cols, n)).astype(np.float32))
-            ref = (A.astype(cp.float64) @ B.astype(cp.float64))
-            bound = float((abs(A).astype(cp.float64) @ abs(B).astype(cp.float64)).max())
-            Z = cp.empty((rows, n), dtype=cp.float32)
-            base = SpMM(A, n, B=B, C=Z)
-            base.choose(timer)
+            B, ref, bound, Z, base = dense_case(A, n, timer)
             ops = {f"cusparse {base.describe()}": lambda i: base.launch(B, Z)}
             for nnzw in (24, 48, 64):
                 k = teaal_loops.compile("specs/spmm/nonzero_split_vec.yaml", dtype="float32",

@@ -5,30 +5,26 @@ cudaProfilerStart/Stop, for ncu to compare the two (#13, #14):
 
 CASE is MATRIX:FAMILY:WIDTH:LABEL:SPEC[:PARAM=VALUE...]: FAMILY ``spmm`` (WIDTH = N) or
 ``spmv`` (WIDTH ignored); LABEL the cuSPARSE algorithm (``CSR_ALG3+preprocess``); SPEC a
-library spec. MATRIX is a corpus file under $PCORPUS or ``longrows-r20``. Each side runs three
+library spec. MATRIX is a corpus file under $PCORPUS or a 2^20-row class (``longrows-r20``,
+``rmat-s20``, ``uniform-r20``: coop_probe.load). Each side runs three
 times inside the profiled range (ncu -c picks which it reports); its output is checked first.
 """
 import os
 import sys
 
 import cupy as cp
-import cupyx.scipy.sparse as cps
 import numpy as np
 
 import teaal_loops
-from teaal_loops.bench import generate
 from teaal_loops.bench.cusparse.spmm import SpMM
 from teaal_loops.bench.cusparse.spmv import SpMV
-from teaal_loops.matrix.mmio import read_matrix_market
+
+sys.path.insert(0, os.path.dirname(__file__))
+import coop_probe  # noqa: E402  (beside this file)
 
 matrix, family, width, label, spec, *params = sys.argv[1].split(":")
 n = int(width)
-if matrix == "longrows-r20":
-    indptr, indices, data = generate.longrows(cp, rows=2**20, nnz=2**24, dtype="float32")
-    A = cps.csr_matrix((data, indices, indptr), shape=(2**20, 2**20))
-else:
-    path = os.path.join(os.environ.get("PCORPUS", ".carry2/corpus/matrices"), matrix + ".mtx.gz")
-    A = cps.csr_matrix(read_matrix_market(path).astype(np.float32))
+A = coop_probe.load(matrix)
 A.sum_duplicates()
 rows, cols = A.shape
 rng = np.random.default_rng(1)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 24 (#13): lean_probe.py on one GPU, the corpus carried as .carry3/corpus/matrices.
-# Outputs under $OUT.
+# Its default builds need the templates of commit 468dc8e; at f4a7f6f and after, run it with
+# PMODE=bytes (the probe's docstring). PMATS, PSPECS, PWIDTHS pass through. Outputs under $OUT.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
