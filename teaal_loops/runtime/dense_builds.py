@@ -83,6 +83,14 @@ VECTOR_BYTES = (16, 32)  # one or two 16-byte loads a nonzero
 # 66.2 -> 71.5), so float32 alone is built so. 32 loads, and a partial step whose loads past the
 # end are skipped by a branch instead of reloading the step's first atom, were slower still
 # (BENCHMARKS.md).
+# A row of 64 atoms a lane or more (four steps of 16) also takes 16 loads, whatever the fill: on
+# the H100 (benchmarks/probes/lean_probe.py, PMODE=unroll: 4 against 16 loads, 26 corpus and
+# 2^20-row matrices, one and two lanes, N = 8, 32 and 128, 138 launches) it changed 37
+# launches, all on graphs with long rows, at 0.27 to 1.30x the time, geomean 0.43
+# (email-Enron N = 32, one lane: 233.8 -> 63.9 us; cit-HepTh N = 128: 96.7 -> 38.6; rmat-s20
+# N = 32, two lanes: 5,354 -> 2,283). The one loss: pubmed N = 128, two lanes (24.3 -> 31.6 us;
+# its mean row is 4.5 atoms). Meshes of short rows keep 4 in full launches (rgg_n_2_15_s0
+# N = 128, two lanes: 35.3 against 58.6 us).
 UNROLL_MACRO = "TEAAL_UNROLL"
 DEEP_UNROLL = 16
 DEEP_UNROLL_OPTION = f"-D{UNROLL_MACRO}={DEEP_UNROLL}"
@@ -90,6 +98,7 @@ DEEP_UNROLL_MAX_GROUP = 2  # lanes a group
 DEEP_UNROLL_MIN_LONGEST = 8  # atoms of the longest row a lane
 DEEP_UNROLL_MAX_FILL = 0.6  # the launch's threads over the device's resident threads
 DEEP_UNROLL_MIN_MEAN = 16  # atoms of a mean row a lane, at any fill
+DEEP_UNROLL_MIN_TAIL = 64  # atoms of the longest row a lane, at any fill
 DEEP_UNROLL_VALUE_BYTES = 4  # float32
 # Group-mapped SpMM of one lane a row, or of a warp and more, is built with B's strides in 32-bit
 # bytes (TEAAL_BYTE_STRIDES, templates/common/dense.cuh.j2): ptxas then fits it in fewer
@@ -144,7 +153,7 @@ def deep_unroll(group: int, mean_atoms: float, longest: int, threads: int) -> bo
     unknown group (0) and, unless rows are long, for an unknown launch (``threads`` 0)."""
     if not 0 < group <= DEEP_UNROLL_MAX_GROUP:
         return False
-    if mean_atoms >= DEEP_UNROLL_MIN_MEAN * group:
+    if mean_atoms >= DEEP_UNROLL_MIN_MEAN * group or longest >= DEEP_UNROLL_MIN_TAIL * group:
         return True
     if threads <= 0 or longest < DEEP_UNROLL_MIN_LONGEST * group:
         return False

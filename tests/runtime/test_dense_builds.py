@@ -175,6 +175,11 @@ FULL = 132 * 2048  # threads resident on it at once
     (1, 4, 6, FULL // 8, False),  # every row shorter than 8 atoms
     (1, 6, 12, FULL, False),  # delaunay_n15 N = 32: a full launch of short rows
     (1, 68, 141, 4 * FULL, True),  # bcsstk33 N = 128: long rows, whatever the fill
+    (1, 13, 562, 3 * FULL, True),  # cit-HepTh N = 128: a long tail, whatever the fill
+    (2, 10, 1383, FULL, True),  # email-Enron N = 32: the tail is 691 atoms a lane
+    (2, 10, 127, FULL, False),  # ... not 63: a full launch of short rows keeps 4
+    (1, 10, 64, FULL, True),  # four steps of 16 in the longest row
+    (1, 10, 63, FULL, False),
     (4, 42, 95, FULL // 8, False),  # four lanes a row: the partial step's loads cost more
     (8, 400, 800, FULL // 8, False),
     (2, 42, 95, 0, True),  # an unknown launch: long rows decide alone
@@ -187,8 +192,8 @@ def test_group_mapped_spmm_issues_16_loads_a_lane_in_small_launches_of_small_gro
 ) -> None:
     """dense_builds.deep_unroll: 16 loads a lane (TEAAL_UNROLL) for groups of one or two
     lanes where a lane's longest row is at least 8 atoms and the launch fills at most 0.6 of
-    the device, or a lane's mean row is at least 16 atoms, in float32; the source's 4
-    elsewhere."""
+    the device, or a lane's mean row is at least 16 atoms, or its longest row at least 64
+    atoms, in float32; the source's 4 elsewhere."""
     monkeypatch.setattr(backend, "device_info", lambda: H100)
     assert dense_builds.deep_unroll(group, mean, longest, threads) == deep
     kernel = pipeline.compile(SPECS / "spmm/group_lanes_vec.yaml")
