@@ -49,6 +49,11 @@ backend.get_function = patched
 
 
 def load(name):
+    if name not in ("rmat-s23", "uniform", "powerlaw", "longrows"):  # a corpus matrix
+        import sys
+        sys.path.insert(0, os.path.dirname(__file__))
+        import coop_probe  # beside this file: reads $PCORPUS
+        return coop_probe.load(name, DT)
     gen = {"rmat-s23": lambda: generate.rmat(cp, scale=23, nnz=160_000_000, dtype=DT),
            "uniform": lambda: generate.uniform(cp, rows=2**23, nnz=2**27, dtype=DT),
            "powerlaw": lambda: generate.powerlaw(cp, rows=2**23, nnz=2**27, dtype=DT),

@@ -143,15 +143,21 @@ def kernel_source():
     return src
 
 
-def load(name):
-    gen = {"rmat-s20": lambda: generate.rmat(cp, scale=20, nnz=2**24, dtype="float32"),
-           "uniform-r20": lambda: generate.uniform(cp, rows=2**20, nnz=2**24, dtype="float32"),
-           "longrows-r20": lambda: generate.longrows(cp, rows=2**20, nnz=2**24, dtype="float32")}
+def load(name, dtype="float32"):
+    """A probe's matrix: a corpus file under $PCORPUS, a 2^20-row SpMM class, or one of the
+    SpMV suite's large classes (``rmat-s23``, ``longrows``: bench/suite.py's parameters)."""
+    gen = {"rmat-s20": lambda: generate.rmat(cp, scale=20, nnz=2**24, dtype=dtype),
+           "uniform-r20": lambda: generate.uniform(cp, rows=2**20, nnz=2**24, dtype=dtype),
+           "longrows-r20": lambda: generate.longrows(cp, rows=2**20, nnz=2**24, dtype=dtype),
+           "rmat-s23": lambda: generate.rmat(cp, scale=23, nnz=int(160e6), dtype=dtype),
+           "longrows": lambda: generate.longrows(cp, rows=2**22, nnz=2**27, long_rows=128,
+                                                 fraction=0.9, dtype=dtype)}
     if name in gen:
         indptr, indices, data = gen[name]()
         n = len(indptr) - 1
         return cps.csr_matrix((data, indices, indptr), shape=(n, n))
-    return cps.csr_matrix(read_matrix_market(os.path.join(os.environ.get("PCORPUS", ".carry/corpus/matrices"), f"{name}.mtx.gz")).astype("float32"))
+    path = os.path.join(os.environ.get("PCORPUS", ".carry/corpus/matrices"), f"{name}.mtx.gz")
+    return cps.csr_matrix(read_matrix_market(path).astype(dtype))
 
 
 def dense_case(A, n, timer):

@@ -59,11 +59,23 @@ BUILDS = {"before": ("-DTEAAL_WIDE_STRIDES=1", "-DTEAAL_CLAMPED_GROUPS=1"),
 BYTES = os.environ.get("PMODE") == "bytes"
 if BYTES:
     BUILDS = {"before": ("-DTEAAL_BYTE_STRIDES=0",), "lean": ("-DTEAAL_BYTE_STRIDES=1",)}
+# PMODE=unroll (session 25): group-mapped SpMM's loads a lane a step (TEAAL_UNROLL, which
+# dense_builds.deep_unroll sets to 16 or leaves at the source's 4) forced to each of PUNROLLS,
+# whatever the runtime's rule chose; the labels are u4, u8, ...
+UNROLL = os.environ.get("PMODE") == "unroll"
+if UNROLL:
+    BUILDS = {f"u{u}": (f"-DTEAAL_UNROLL={u}",)
+              for u in os.environ.get("PUNROLLS", "4,8,16").split(",")}
 FORCED = {"options": ()}
 _orig = backend.get_function
 
 
 def patched(source, name, *, trace=False, options=()):
+    if UNROLL:
+        if "TEAAL_UNROLL" not in source:
+            raise SystemExit(f"{name}: the source has no TEAAL_UNROLL (PMODE=unroll)")
+        kept = tuple(o for o in options if "TEAAL_UNROLL" not in o)
+        return _orig(source, name, trace=trace, options=kept + FORCED["options"])
     if BYTES:
         if "TEAAL_BYTE_STRIDES" not in source:
             raise SystemExit(f"{name}: the source has no TEAAL_BYTE_STRIDES (PMODE=bytes)")
@@ -131,6 +143,8 @@ def main():
                     b = min(mine, key=mine.get)
                     best[build] = mine[b]
                     line.append(f"{build:8s} {mine[b]:8.1f} ({cu / mine[b]:.3f}x, {b.split()[1]})")
+            if len(best) > 1:
+                line.append("best build " + min(best, key=best.get))
             if "before" in best and "lean" in best:
                 line.append(f"lean / before {best['lean'] / best['before']:.3f}")
             print("\n   ".join(line), flush=True)
