@@ -53,33 +53,31 @@ BUILDS = {"before": ("-DTEAAL_WIDE_STRIDES=1", "-DTEAAL_CLAMPED_GROUPS=1"),
           "strides": ("-DTEAAL_CLAMPED_GROUPS=1",),
           "groups": ("-DTEAAL_WIDE_STRIDES=1",),
           "lean": ()}
-# PMODE=bytes (the templates after commit 468dc8e): the build option the runtime took from this
-# probe, group-mapped B with 32-bit byte strides (TEAAL_BYTE_STRIDES, dense_builds.py), forced
-# off ("before") and on ("lean") whatever the runtime's rule chose.
-BYTES = os.environ.get("PMODE") == "bytes"
-if BYTES:
-    BUILDS = {"before": ("-DTEAAL_BYTE_STRIDES=0",), "lean": ("-DTEAAL_BYTE_STRIDES=1",)}
-# PMODE=unroll (session 25): group-mapped SpMM's loads a lane a step (TEAAL_UNROLL, which
-# dense_builds.deep_unroll sets to 16 or leaves at the source's 4) forced to each of PUNROLLS,
-# whatever the runtime's rule chose; the labels are u4, u8, ...
-UNROLL = os.environ.get("PMODE") == "unroll"
-if UNROLL:
-    BUILDS = {f"u{u}": (f"-DTEAAL_UNROLL={u}",)
-              for u in os.environ.get("PUNROLLS", "4,8,16").split(",")}
+# A mode forces one macro of the templates after commit 468dc8e over whatever the runtime's rule
+# chose. PMODE=bytes: group-mapped B with 32-bit byte strides (TEAAL_BYTE_STRIDES,
+# dense_builds.py), off ("before") and on ("lean"). PMODE=unroll (session 25): group-mapped
+# SpMM's loads a lane a step (TEAAL_UNROLL, which dense_builds.deep_unroll sets to 16 or leaves
+# at the source's 4) at each of PUNROLLS, labelled u4, u8, ...
+MODES = {
+    "bytes": ("TEAAL_BYTE_STRIDES",
+              {"before": ("-DTEAAL_BYTE_STRIDES=0",), "lean": ("-DTEAAL_BYTE_STRIDES=1",)}),
+    "unroll": ("TEAAL_UNROLL",
+               {f"u{u}": (f"-DTEAAL_UNROLL={u}",)
+                for u in os.environ.get("PUNROLLS", "4,8,16").split(",")}),
+}
+MODE = os.environ.get("PMODE")
+FORCED_MACRO = MODES[MODE][0] if MODE in MODES else None
+if FORCED_MACRO:
+    BUILDS = MODES[MODE][1]
 FORCED = {"options": ()}
 _orig = backend.get_function
 
 
 def patched(source, name, *, trace=False, options=()):
-    if UNROLL:
-        if "TEAAL_UNROLL" not in source:
-            raise SystemExit(f"{name}: the source has no TEAAL_UNROLL (PMODE=unroll)")
-        kept = tuple(o for o in options if "TEAAL_UNROLL" not in o)
-        return _orig(source, name, trace=trace, options=kept + FORCED["options"])
-    if BYTES:
-        if "TEAAL_BYTE_STRIDES" not in source:
-            raise SystemExit(f"{name}: the source has no TEAAL_BYTE_STRIDES (PMODE=bytes)")
-        kept = tuple(o for o in options if "TEAAL_BYTE_STRIDES" not in o)
+    if FORCED_MACRO:
+        if FORCED_MACRO not in source:
+            raise SystemExit(f"{name}: the source has no {FORCED_MACRO} (PMODE={MODE})")
+        kept = tuple(o for o in options if FORCED_MACRO not in o)
         return _orig(source, name, trace=trace, options=kept + FORCED["options"])
     # a schedule without the walk ahead (group-mapped) has no TEAAL_CLAMPED_GROUPS: its
     # "groups" build is its "lean" one, its "strides" build its "before"
