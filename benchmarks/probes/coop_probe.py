@@ -144,9 +144,11 @@ def kernel_source():
 
 
 def load(name, dtype="float32"):
-    """A probe's matrix: a corpus file under $PCORPUS, a 2^20-row SpMM class, or one of the
+    """A probe's matrix: a corpus file under $PCORPUS, a 2^20-row SpMM class (the suite's
+    ``banded-r20``, ``uniform-r20``, ``rmat-s20``, ``longrows-r20``), or one of the
     SpMV suite's large classes (``rmat-s23``, ``longrows``: bench/suite.py's parameters)."""
-    gen = {"rmat-s20": lambda: generate.rmat(cp, scale=20, nnz=2**24, dtype=dtype),
+    gen = {"banded-r20": lambda: generate.banded(cp, rows=2**20, width=16, dtype=dtype),
+           "rmat-s20": lambda: generate.rmat(cp, scale=20, nnz=2**24, dtype=dtype),
            "uniform-r20": lambda: generate.uniform(cp, rows=2**20, nnz=2**24, dtype=dtype),
            "longrows-r20": lambda: generate.longrows(cp, rows=2**20, nnz=2**24, dtype=dtype),
            "rmat-s23": lambda: generate.rmat(cp, scale=23, nnz=int(160e6), dtype=dtype),
