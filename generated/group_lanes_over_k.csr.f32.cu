@@ -356,7 +356,9 @@ extern "C" __global__ void __launch_bounds__(TEAAL_BLOCK_THREADS) teaal_spmm_gro
     for (int j = 0; j < TB; ++j) {
       sum[j] = teaal_segment_sum<TEAAL_GROUP_SIZE>(sum[j], group_mask);
     }
-    if (lane == 0) teaal_store_columns(teaal_y, m, sum, teaal_live);
+    if (lane == 0) {
+      teaal_store_columns(teaal_y, m, sum, teaal_live);
+    }
   }
   };
   offset_t teaal_step = 0;

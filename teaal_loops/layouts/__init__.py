@@ -1,10 +1,11 @@
 """Sparse layouts: one module per layout, each a complete :class:`LayoutDefinition`.
 
 A layout is defined once, in its own module (``csr.py``, ``csc.py``, ``coo.py``, ``ell.py``,
-``dia.py``, ``bcsr.py``, ``panels.py``): its semantics (what its tiles are, whether they
-scatter or stack, which schedules it supports, which TeAAL formats describe it), its option
-(``bcsr:4x4``), its host builder (and, where it has one, its device builder), its packer into
-kernel arguments, its entries for the CPU simulation and its Jinja2 macro file. The contract
+``dia.py``, ``bcsr.py``, ``panels.py``, ``heavy.py``): its semantics (what its tiles are,
+whether they scatter or stack, which schedules it supports, which TeAAL formats describe
+it), its option (``bcsr:4x4``), its host builder (and, where it has one, its device builder),
+its packer into kernel arguments, its entries for the CPU simulation and its Jinja2 macro
+file. The contract
 every layout keeps is stated in :mod:`teaal_loops.layouts.contract`.
 
 Built-in layouts register through the same :func:`register` that users call, from their own
@@ -23,6 +24,7 @@ from teaal_loops.layouts import ell  # noqa: F401
 from teaal_loops.layouts import bcsr  # noqa: F401
 from teaal_loops.layouts import dia  # noqa: F401
 from teaal_loops.layouts import panels  # noqa: F401
+from teaal_loops.layouts import heavy  # noqa: F401
 # isort: on
 from teaal_loops.layouts.contract import (
     DEVICE_BUILD_BYTES_PER_NONZERO,

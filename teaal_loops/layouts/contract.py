@@ -22,8 +22,9 @@ checks what can be checked before anything is registered):
    it, a tile split across threads adds one atomic partial sum per thread. A layout whose
    tiles are not output rows (``scatters``, like CSC) adds every atom atomically, and ``y`` is
    zeroed before the launch. A layout whose tiles are output rows repeated (``stacked``: the
-   rows of each column panel) adds every tile's sum atomically into its row (its
-   ``store_tile`` adds), and ``y`` is zeroed before the launch.
+   rows of each column panel, the pieces of heavy rows) adds each tile's sum atomically into
+   its row where the row is shared (its ``store_tile`` adds), and ``y`` is zeroed before the
+   launch.
 
 On the device, the layout's macro file (``templates/layouts/<name>.cuh.j2``) defines a
 ``Layout`` struct with ``num_tiles()``, ``num_atoms()``, ``tile_begin(t)``, ``tile_end(t)``,
@@ -90,7 +91,8 @@ class TileView:
     rows: int
     cols: int
     scatter: bool  # tiles are not output rows (column-major layouts)
-    stacked: bool = False  # tiles are output rows repeated (a row per column panel)
+    stacked: bool = False  # tiles share output rows (a row per column panel, heavy rows' pieces)
+    adding_from: int = 0  # stacked: tiles from this one on add into their rows, the rest store
 
     @property
     def num_tiles(self) -> int:
@@ -139,9 +141,11 @@ class LayoutDefinition:
     forms: frozenset[str] = frozenset({"spmv"})
     tiles: str = "rows"  # what a tile is, for messages and explain
     scatters: bool = False
-    # Tiles are the output rows repeated, each row once per column panel (tile t adds into row
-    # t mod rows): store_tile adds atomically and the output is zeroed before a launch.
+    # Tiles share output rows (each row once per column panel; a heavy row's pieces):
+    # store_tile adds atomically where a row is shared and the output is zeroed before a
+    # launch. adding_from(host): the first tile that adds (None: every tile).
     stacked: bool = False
+    adding_from: Callable[[Any], int] | None = None
     # Atoms are nonzeros, each in its tile's one row, so that atom_product needs no tile: the
     # merge-path staging loads them without finding their rows (register's default: the
     # layouts serving SDDMM).

@@ -90,6 +90,7 @@ def tile_view(layout: str, A: Any) -> TileView:
         cols=cols,
         scatter=definition.scatters,
         stacked=definition.stacked,
+        adding_from=definition.adding_from(host) if definition.adding_from else 0,
     )
 
 

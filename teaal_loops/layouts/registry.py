@@ -59,6 +59,7 @@ def register(
     tiles: str = "rows",
     scatters: bool = False,
     stacked: bool = False,
+    adding_from: Callable[[Any], int] | None = None,
     atoms_are_nonzeros: bool | None = None,
     description: str = "",
     teaal_format: str | None = None,
@@ -80,8 +81,10 @@ def register(
     ``nbytes``, ``tile_ptr()``, ``arrays()``, ``to_csr()``: subclass
     :class:`teaal_loops.layouts.HostLayout`); ``pack(host, option)`` its kernel arguments;
     ``entries(host, option)`` the values each atom adds. ``scatters``: tiles are not output
-    rows, every update is atomic (like CSC). ``stacked``: tiles are the output rows repeated
-    (tile t adds into row t mod rows; store_tile adds atomically, the output is zeroed first).
+    rows, every update is atomic (like CSC). ``stacked``: tiles share output rows (the rows of
+    each column panel; the pieces of heavy rows): store_tile adds atomically where its row is
+    shared, the output is zeroed first; ``adding_from(host)`` is then the first tile that adds
+    (None: every tile).
     ``atoms_are_nonzeros``: atoms are nonzeros in their tile's row (None: the SDDMM layouts).
     ``forms``: the einsum forms its macros serve
     (:class:`teaal_loops.layouts.contract.LayoutDefinition`). ``device_build(xp, indptr,
@@ -106,10 +109,12 @@ def register(
         raise LayoutError(
             f"layout {key}: forms={sorted(form_set)}; expected spmv plus any of spmm, sddmm"
         )
-    if stacked and (scatters or form_set != {"spmv"}):
-        raise LayoutError(  # the dense forms' stores and a scatter's atomics ignore stacking
-            f"layout {key}: a stacked layout serves SpMV alone and does not scatter"
+    if stacked and (scatters or "sddmm" in form_set):
+        raise LayoutError(  # SDDMM stores one value an atom; a scatter's atomics ignore stacking
+            f"layout {key}: a stacked layout serves SpMV and SpMM and does not scatter"
         )
+    if adding_from is not None and not (stacked and callable(adding_from)):
+        raise LayoutError(f"layout {key}: adding_from belongs to a stacked layout, as a callable")
     _check_params(key, params, kinds)
     folder = Path(template_dir).resolve() if template_dir is not None else None
     if folder is not None and not (folder / macro_file).is_file():
@@ -126,6 +131,7 @@ def register(
         tiles=tiles,
         scatters=scatters,
         stacked=stacked,
+        adding_from=adding_from,
         atoms_are_nonzeros=(
             "sddmm" in form_set if atoms_are_nonzeros is None else atoms_are_nonzeros
         ),

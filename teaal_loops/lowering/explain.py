@@ -111,6 +111,12 @@ def explain_text(
     combine = definition.combine_text
     if layout.scatters:
         combine = "every atom adds atomically to its output row, output zeroed first"
+    elif layout.adding_from is not None:
+        combine = (
+            f"{layout.tiles}: a row's own tile stores it, the tiles that share a row (and each "
+            "piece of a tile split across workers) add into it atomically; the output is "
+            "zeroed first"
+        )
     elif layout.stacked:
         combine = (
             f"{layout.tiles} share output rows: every tile's sum, or each piece of a tile "

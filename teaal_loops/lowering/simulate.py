@@ -279,7 +279,8 @@ def simulate_view(
     if form.epilogue is not None:
         y = alpha * y + (beta * _addend(bound, addend, y.shape) if addend is not None else 0.0)
     stats = load_balance(
-        bound, view.tile_ptr, atom_owner, scatter=view.scatter, stacked=view.stacked
+        bound, view.tile_ptr, atom_owner, scatter=view.scatter, stacked=view.stacked,
+        adding_from=view.adding_from,
     )
     return SimResult(y=y, owner=owner, stats=stats, bound=bound)
 
@@ -365,9 +366,11 @@ def load_balance(
     *,
     scatter: bool = False,
     stacked: bool = False,
+    adding_from: int = 0,
 ) -> LoadBalance:
     """Atoms per thread; split tiles and atomics (a scattering layout makes every update one;
-    a stacked layout makes every whole tile's store one, beside the split tiles' pieces).
+    a stacked layout makes the store of every whole tile from ``adding_from`` on one, beside
+    the split tiles' pieces).
 
     ``owner`` is :func:`owners`' array (or the schedule's own owner of every atom). For the
     dense forms a thread's count is its (atom, dense index) pairs, derived from the atoms'
@@ -388,10 +391,15 @@ def load_balance(
     elif scatter:
         split, atomics = 0, nnz
     else:
-        cost = schedule_definition(bound.kind).split_cost(bound, tile_ptr, atom_owner)
+        definition = schedule_definition(bound.kind)
+        cost = definition.split_cost(bound, tile_ptr, atom_owner)
         split, atomics = cost.split_tiles, cost.atomics
-        if stacked:  # whole tiles, empty ones included, add into their rows too
-            atomics += max(len(tile_ptr) - 1, 0) - split
+        if stacked:  # whole tiles from adding_from on, empty ones included, add too
+            ptr = np.asarray(tile_ptr, dtype=np.int64)
+            before = definition.split_cost(  # the split tiles that store (a prefix)
+                bound, ptr[: adding_from + 1], atom_owner[: int(ptr[adding_from])]
+            ).split_tiles if adding_from else 0
+            atomics += max(len(ptr) - 1, 0) - adding_from - (split - before)
     if form.dense is None:
         return LoadBalance(base, max_atoms, nnz / base if base else 0.0, split, atomics, idle)
     d, ds = bound.dense_size, bound.dense_space

@@ -304,9 +304,10 @@ class HostArguments:
 
 
 def kernel_types(bits: int, dtype: np.dtype[Any]) -> dict[str, np.dtype[Any]]:
-    """The array type of each kernel scalar type, for offsets of ``bits`` bits."""
+    """The array type of each kernel scalar type a layout may declare, for offsets of ``bits``
+    bits (C's ``int``: 32 bits on every CUDA target)."""
     return {"offset_t": np.dtype(np.int64 if bits == 64 else np.int32),
-            "index_t": np.dtype(np.int32), "value_t": np.dtype(dtype)}
+            "index_t": np.dtype(np.int32), "value_t": np.dtype(dtype), "int": np.dtype(np.int32)}
 
 
 def host_arguments(
@@ -410,6 +411,9 @@ def _device_or_host_layout(
         p.name: cupy.ascontiguousarray(built[p.name].astype(types[p.scalar_type], copy=False))
         for p in definition.params if p.is_pointer
     }
+    # scalars beyond rows, cols and nnz that the builder counted (heavy: H and P)
+    scalars = {p.name: int(built[p.name]) for p in definition.params
+               if not p.is_pointer and p.name in built}
     shape = MatrixShape(rows=rows, cols=cols, nnz=nnz, max_row=max_tile)
     tiles_shape = MatrixShape(rows=tiles, cols=cols, nnz=nnz, max_row=max_tile)
-    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits, tiles_shape)
+    return DeviceMatrix(layout, shape, arrays, np.dtype(dtype), bits, tiles_shape, scalars)

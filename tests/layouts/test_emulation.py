@@ -32,11 +32,12 @@ CASE_IDS = [c[0] for c in cases.SCHEDULE_CASES]
 F32_CASES = [
     "csc/work_oriented", "coo/thread_mapped", "ell/merge_path", "dia/work_oriented",
     "bcsr_4x4/thread_mapped", "bcsr_3x2/work_oriented", "panels_3/merge_path",
+    "heavy_32/group_mapped",
 ]
 SANITIZED = [
     "ell/thread_mapped", "ell/merge_path", "dia/thread_mapped", "dia/work_oriented",
     "dia/merge_path", "bcsr_3x2/thread_mapped", "bcsr_3x2/work_oriented", "csc/thread_mapped",
-    "panels_3/group_mapped",
+    "panels_3/group_mapped", "heavy_32/work_oriented",
 ]
 
 # Every case on every matrix with default parameters; the variants that split tiles or loop

@@ -31,6 +31,8 @@ pytestmark = [
 MATRICES = [m for m in gpu_cases.matrix_ids() if m.startswith("corpus:")] + [
     "synthetic:banded:rows=30000,nnz=300000,seed=2",
     "synthetic:emptyrows:rows=40000,nnz=100000,seed=5",
+    # 16 rows of about 22,500 nonzeros: heavy in heavy:32 (1,250 panels, 10,000 from)
+    "synthetic:longrows:rows=40000,nnz=400000,long_rows=16,fraction=0.9,seed=3",
 ]
 CASES = [c[0] for c in cases.SCHEDULE_CASES]
 UNGUARDED_MAX_ATOMS = 20_000_000  # padded layouts over the limit still run when this small
@@ -192,6 +194,49 @@ def test_a_device_matrix_is_built_into_panels_on_the_gpu_as_the_host_builds_it(
     x = np.random.default_rng(1).uniform(-1, 1, 7001)
     y = kernel(csp.csr_matrix(A), cupy.asarray(x)).get()
     np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+
+
+LONG_ROWS = "synthetic:longrows:rows=40000,nnz=400000,long_rows=16,fraction=0.9,seed=3"
+
+
+def test_a_device_matrix_with_heavy_rows_is_built_on_the_gpu_as_the_host_builds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cupyx input takes the heavy layout's device builder: the host builder's arrays and
+    counts (H and P, kernel arguments of their own), and SpMV and SpMM right from it."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import teaal_loops
+    from teaal_loops.layouts import convert
+    from teaal_loops.runtime import device_matrix
+    from teaal_loops.runtime.device_matrix import converter, host_arguments
+
+    A = gpu_cases.load(LONG_ROWS)
+    host = convert(A, "heavy:1024")
+    assert len(host.heavy_rows) == 16
+    packed = host_arguments("heavy:1024", host, np.dtype("float64"))
+
+    def no_host_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a device matrix went through the host builder")
+
+    monkeypatch.setattr(device_matrix, "to_device_layout", no_host_build)
+    device = converter("heavy:1024")(csp.csr_matrix(A), np.dtype("float64"))
+    assert device.scalars == packed.scalars == {"heavy": 16, "panels": 40}
+    for name, array in packed.arrays.items():
+        np.testing.assert_array_equal(device.arrays[name].get(), array, err_msg=name)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, A.shape[1])
+    spmv = teaal_loops.compile(cases.SPECS / "merge_path.yaml", layout="heavy:1024",
+                               dtype="float64")
+    y = spmv(csp.csr_matrix(A), cupy.asarray(x)).get()
+    np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+    B = rng.uniform(-1, 1, (A.shape[1], 32))
+    for spec in ("nonzero_split_vec", "group_lanes_vec"):
+        spmm = teaal_loops.compile(cases.SPECS / "spmm" / f"{spec}.yaml", layout="heavy:1024",
+                                   dtype="float64")
+        Z = spmm(csp.csr_matrix(A), cupy.asarray(B)).get()
+        np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12, err_msg=spec)
 
 
 def test_auto_runs_a_large_random_matrix_over_column_panels() -> None:

@@ -12,8 +12,6 @@ from teaal_loops.errors import LayoutError, MatrixError
 from teaal_loops.layouts import (
     canonical_layout,
     convert,
-    get_layout,
-    register,
     tile_view,
 )
 from teaal_loops.layouts.panels import PanelsLayout, panel_width
@@ -110,15 +108,6 @@ def test_a_host_layout_with_a_nonzero_outside_its_panel_is_refused() -> None:
         host_arguments("panels:3", bad, np.dtype("float64"), 32)
     with pytest.raises(MatrixError, match="3 panels, the kernel's 2"):
         host_arguments("panels:2", good, np.dtype("float64"), 32)
-
-
-def test_a_stacked_layout_may_not_scatter_nor_serve_the_dense_forms() -> None:
-    csr = get_layout("csr")
-    for extra in ({"scatters": True}, {"forms": ("spmv", "spmm")}):
-        with pytest.raises(LayoutError, match="stacked layout serves SpMV alone"):
-            register("stacked_try", macro_file=csr.macro_file, params=csr.params,
-                     build=csr.build, pack=csr.pack, entries=csr.entries, stacked=True,
-                     **extra)
 
 
 @pytest.mark.parametrize("spec", ["thread_mapped", "group_mapped", "work_oriented", "merge_path"])
