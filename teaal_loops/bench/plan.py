@@ -6,7 +6,8 @@ SpMV cases, SpMM specs in the SpMM cases, SDDMM specs in the SDDMM cases. Withou
 a kernel none of the given specs computes, the library runs: ``specs/*.yaml`` with
 :data:`~teaal_loops.bench.variants.DEFAULT_SWEEPS` for SpMV, ``specs/spmm/*.yaml`` and
 ``specs/sddmm/*.yaml`` with :data:`DENSE_SWEEPS`. The dense kernels run on CSR (the layout
-every SpMM and SDDMM spec of the library is written for) and have no ``auto`` choice.
+every SpMM and SDDMM spec of the library is written for) unless ``--layout`` names layouts
+that serve their form (``heavy:W`` for SpMM), and have no ``auto`` choice.
 
 Widths (``--widths``): SpMM's N and SDDMM's K, :data:`DEFAULT_WIDTHS` unless given;
 ``--widths 8,32`` sets both kernels' widths, ``--widths spmm:8,32`` one kernel's.
@@ -21,6 +22,7 @@ from teaal_loops import auto
 from teaal_loops.auto import library_dir
 from teaal_loops.bench.variants import DEFAULT, DEFAULT_SWEEPS, Variant, expand
 from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.layouts import get_layout, known_layouts
 from teaal_loops.lowering import lower
 from teaal_loops.schedules import schedule_kinds
 from teaal_loops.spec import load_spec
@@ -152,9 +154,11 @@ def dense_variants_for(
     sweeps: Mapping[str, Sequence[int | str]] | None = None,
     params: Mapping[str, int] | None = None,
     schedule: str = "all",
+    layouts: Sequence[str] = ("csr",),
 ) -> list[Variant]:
-    """The CSR variants of a dense kernel: ``specs`` (all of that kernel), else the library's
-    with :data:`DENSE_SWEEPS` unless ``sweeps`` is given."""
+    """The variants of a dense kernel in ``layouts`` (CSR unless given: layouts that serve the
+    kernel's form, such as ``heavy:W`` for SpMM): ``specs`` (all of that kernel), else the
+    library's with :data:`DENSE_SWEEPS` unless ``sweeps`` is given."""
     _check_schedule(schedule)
     if schedule == "auto":
         raise TeaalLoopsError(f"--schedule auto: {kernel.upper()} has no auto choice; drop "
@@ -168,7 +172,7 @@ def dense_variants_for(
         if schedule != "all" and lower(spec).kind != schedule:
             continue
         described.append((path, tuple(spec.parameters)))
-    variants = expand(described, sweeps=sweeps, fixed=params, layouts=("csr",))
+    variants = expand(described, sweeps=sweeps, fixed=params, layouts=layouts)
     if not variants:
         raise TeaalLoopsError(f"no {kernel} spec left to benchmark for --schedule {schedule}")
     return variants
@@ -196,9 +200,13 @@ def kernel_variants(
                                   f"(add --suite {suite}, or give matrices with -m)")
         by_kernel[kind].append(path)
     dense = [k for k in kernels if k != "spmv"]
-    if dense and tuple(layouts) != ("csr",):
-        raise TeaalLoopsError("--layout applies to SpMV; the SpMM and SDDMM suites run CSR: "
-                              "run them without --layout")
+    served = {k: tuple(name for name in layouts if k in get_layout(name).forms) for k in dense}
+    for kernel, own in served.items():
+        if not own:
+            serving = ", ".join(n for n in known_layouts() if kernel in get_layout(n).forms)
+            raise TeaalLoopsError(
+                f"--layout {', '.join(layouts)}: none serves {kernel.upper()} (layouts that "
+                f"do: {serving}); add --layout csr, or run the {kernel} suite alone")
     out: dict[str, list[Variant]] = {}
     wants_auto = False
     if "spmv" in by_kernel:
@@ -206,7 +214,8 @@ def kernel_variants(
                                                layouts=layouts, schedule=schedule)
     for kernel in dense:
         out[kernel] = dense_variants_for(kernel, by_kernel[kernel], sweeps=sweeps,
-                                         params=params, schedule=schedule)
+                                         params=params, schedule=schedule,
+                                         layouts=served[kernel])
     return out, wants_auto
 
 

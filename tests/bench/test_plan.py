@@ -104,12 +104,23 @@ def test_each_kernel_gets_its_specs_or_the_library() -> None:
         assert [v.label for v in given["spmm"]] == [loops.stem]
 
 
+def test_the_spmm_suite_runs_in_every_layout_given_that_serves_it() -> None:
+    nonzero = REPO / "specs" / "spmm" / "nonzero_split_vec.yaml"
+    got, _ = plan.kernel_variants([nonzero], ("spmv", "spmm"),
+                                  layouts=("csr", "panels:2", "heavy:1024"))
+    assert [v.layout for v in got["spmm"]] == ["csr", "heavy:1024"]  # panels: SpMV alone
+    assert {v.layout for v in got["spmv"]} == {"csr", "panels:2", "heavy:1024"}
+
+
 def test_kernel_variants_refuse_in_one_line() -> None:
     lanes = REPO / "specs" / "spmm" / "lanes_over_n.yaml"
     with pytest.raises(TeaalLoopsError, match="a SPMM spec, but no spmm case runs .*--suite spmm"):
         plan.kernel_variants([lanes], ("spmv",))
-    with pytest.raises(TeaalLoopsError, match="--layout applies to SpMV"):
-        plan.kernel_variants([], ("spmv", "spmm"), layouts=("csr", "ell"))
+    with pytest.raises(TeaalLoopsError, match=r"--layout panels:2: none serves SPMM \(layouts "
+                                              r"that do: .*heavy"):
+        plan.kernel_variants([], ("spmv", "spmm"), layouts=("panels:2",))
+    with pytest.raises(TeaalLoopsError, match="--layout heavy:1024: none serves SDDMM"):
+        plan.kernel_variants([], ("sddmm",), layouts=("heavy:1024",))
     with pytest.raises(TeaalLoopsError, match="SDDMM has no auto choice"):
         plan.kernel_variants([], ("sddmm",), schedule="auto")
     with pytest.raises(TeaalLoopsError, match="no spmm spec left to benchmark for --schedule "
