@@ -242,6 +242,8 @@ def _render(cfg: KernelConfig, regenerate: str | None) -> str:
         # ... and each tile's sums are stored into its own row of the output (not scattered):
         # blocked SpMM writes a thread's outputs through teaal_store_columns (vector stores)
         "plain_store": atoms_are_nonzeros and not (layout.scatters or layout.stacked),
+        # SpMM through the layout a tile's TB outputs at once (16-byte stores, float4 atomics)
+        "column_stores": cfg.form == "spmm" and layout.column_stores,
         # N1 in space, N0 in time: a thread's dense elements are neighbours (ir/dense.py)
         "dense_contiguous": bool(cfg.schedule.form.dense and cfg.schedule.form.dense.contiguous),
         # SDDMM: the threads that sum an atom's K and each one's run of neighbouring k (1, 1

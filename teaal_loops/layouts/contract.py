@@ -146,6 +146,9 @@ class LayoutDefinition:
     # launch. adding_from(host): the first tile that adds (None: every tile).
     stacked: bool = False
     adding_from: Callable[[Any], int] | None = None
+    # SpMM: the struct defines store_columns(y, t, v, live) and add_columns(y, t, v, live), a
+    # tile's TB outputs at once (as teaal_store_columns and teaal_add_columns take them).
+    column_stores: bool = False
     # Atoms are nonzeros, each in its tile's one row, so that atom_product needs no tile: the
     # merge-path staging loads them without finding their rows (register's default: the
     # layouts serving SDDMM).

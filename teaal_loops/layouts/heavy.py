@@ -262,6 +262,7 @@ DEFINITION = register(
     forms=("spmv", "spmm"),
     stacked=True,
     adding_from=first_piece,
+    column_stores=True,
     atoms_are_nonzeros=True,
     params=(
         KernelParam("rows", "index_t", "number of rows (length of y)"),

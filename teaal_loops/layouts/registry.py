@@ -60,6 +60,7 @@ def register(
     scatters: bool = False,
     stacked: bool = False,
     adding_from: Callable[[Any], int] | None = None,
+    column_stores: bool = False,
     atoms_are_nonzeros: bool | None = None,
     description: str = "",
     teaal_format: str | None = None,
@@ -84,7 +85,9 @@ def register(
     rows, every update is atomic (like CSC). ``stacked``: tiles share output rows (the rows of
     each column panel; the pieces of heavy rows): store_tile adds atomically where its row is
     shared, the output is zeroed first; ``adding_from(host)`` is then the first tile that adds
-    (None: every tile).
+    (None: every tile). ``column_stores``: its struct also defines ``store_columns`` and
+    ``add_columns`` (SpMM: a tile's TB outputs at once, as ``teaal_store_columns`` and
+    ``teaal_add_columns`` take them).
     ``atoms_are_nonzeros``: atoms are nonzeros in their tile's row (None: the SDDMM layouts).
     ``forms``: the einsum forms its macros serve
     (:class:`teaal_loops.layouts.contract.LayoutDefinition`). ``device_build(xp, indptr,
@@ -132,6 +135,7 @@ def register(
         scatters=scatters,
         stacked=stacked,
         adding_from=adding_from,
+        column_stores=column_stores,
         atoms_are_nonzeros=(
             "sddmm" in form_set if atoms_are_nonzeros is None else atoms_are_nonzeros
         ),

@@ -246,9 +246,22 @@ def test_spmv_kernels_store_light_rows_and_add_pieces_on_the_cpu(spec: str, para
 SPMM_SPECS = ["nonzero_split_vec", "group_lanes_vec", "lanes_over_n_vec", "nonzero_split"]
 
 
+VECTOR_STORES = ("-DTEAAL_DENSE_VECTOR=1", "-DTEAAL_DENSE_BLOCK=4", "-DTEAAL_DENSE_VECTOR_STORE=1")
+
+
+# every spec in its scalar build; those whose threads own runs of N_VEC columns in the vector
+# store build too (nonzero_split puts N0 in space: a thread has no run of columns to store)
+SPMM_BUILDS = [(spec, False) for spec in SPMM_SPECS] + [
+    (spec, True) for spec in SPMM_SPECS if spec != "nonzero_split"]
+
+
 @pytest.mark.skipif(emu.CXX is None, reason="no C++ compiler (g++/clang++) found")
-@pytest.mark.parametrize("spec", SPMM_SPECS)
-def test_spmm_kernels_store_light_rows_and_add_pieces_on_the_cpu(spec: str) -> None:
+@pytest.mark.parametrize(("spec", "vector"), SPMM_BUILDS,
+                         ids=[f"{s}-{'vector' if v else 'scalar'}" for s, v in SPMM_BUILDS])
+def test_spmm_kernels_store_light_rows_and_add_pieces_on_the_cpu(spec: str, vector: bool) -> None:
+    """Through the layout's store_columns: a light row's TB outputs stored (by 16-byte stores
+    in the vector store build, as the runtime builds row-major aligned outputs), a piece's
+    added, a heavy row's empty tile storing nothing."""
     params = {"nonzero_split_vec": {"NNZ_PER_WORKER": 6}, "group_lanes_vec": {"ROW_LANES": 2},
               "nonzero_split": {"NNZ_PER_WORKER": 5}}.get(spec, {})
     schedule = lower(load_spec(str(cases.SPECS / f"spmm/{spec}.yaml")), params=params,
@@ -260,9 +273,12 @@ def test_spmm_kernels_store_light_rows_and_add_pieces_on_the_cpu(spec: str) -> N
     atoms = view.shape.nnz
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)
-    assert "A.store_tile(teaal_y[j]" in render(cfg)  # through the layout, not a plain store
-    options = dense_builds.dense_options(render(cfg), bound.dense_space, bound.dense_time,
+    source = render(cfg)
+    assert "A.store_columns(teaal_y" in source  # through the layout, not a plain store
+    options = dense_builds.dense_options(source, bound.dense_space, bound.dense_time,
                                          chunk=bound.work_per_thread)
+    if vector:
+        options = tuple(o for o in options if "DENSE_BLOCK" not in o) + VECTOR_STORES
     exe = emu.build(cfg, options)
     B = np.random.default_rng(4).uniform(-1, 1, (COLS, width))
     args = host_arguments("heavy:32", host, np.dtype("float64"))
