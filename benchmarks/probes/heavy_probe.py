@@ -183,6 +183,21 @@ def timed(timer, ops):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def report(title, med):
+    """Every timing of a case, then cuSPARSE against the library's best on the whole matrix
+    and against the best light kernel plus the best heavy one."""
+    best = {part: min(v for k, v in med.items() if k.startswith(part))
+            for part in ("light", "whole", "heavy")}
+    cu = med["cusparse"]
+    split = best["light"] + best["heavy"]
+    print(f"== {title}", flush=True)
+    for k, v in sorted(med.items(), key=lambda kv: kv[1]):
+        print(f"   {k:40s} {v:9.1f} us", flush=True)
+    print(f"   cusparse {cu:.1f}  library whole {best['whole']:.1f} ({cu / best['whole']:.3f}x)  "
+          f"light {best['light']:.1f} + heavy {best['heavy']:.1f} = {split:.1f} "
+          f"({cu / split:.3f}x)", flush=True)
+
+
 def spmv_case(module, timer, name):
     A = coop_probe.load(name)
     A.sum_duplicates()
@@ -222,17 +237,8 @@ def spmv_case(module, timer, name):
             info[f"err W{width} T{tpb}"] = err
             assert err < 1e-5, (name, width, tpb, err)
     med = timed(timer, ops)
-    best_light = min(v for k, v in med.items() if k.startswith("light"))
-    best_whole = min(v for k, v in med.items() if k.startswith("whole"))
-    best_heavy = min(v for k, v in med.items() if k.startswith("heavy"))
-    cu = med["cusparse"]
-    print(f"== SpMV {name} rows={rows} nnz={A.nnz} heavy rows {H} ({info['heavy_nnz']} nnz) "
-          f"{base.describe()}", flush=True)
-    for k, v in sorted(med.items(), key=lambda kv: kv[1]):
-        print(f"   {k:34s} {v:9.1f} us", flush=True)
-    print(f"   cusparse {cu:.1f}  library whole {best_whole:.1f} ({cu / best_whole:.3f}x)  "
-          f"light {best_light:.1f} + heavy {best_heavy:.1f} = {best_light + best_heavy:.1f} "
-          f"({cu / (best_light + best_heavy):.3f}x)", flush=True)
+    report(f"SpMV {name} rows={rows} nnz={A.nnz} heavy rows {H} ({info['heavy_nnz']} nnz) "
+           f"{base.describe()}", med)
     return {"form": "spmv", "matrix": name, "cusparse": base.describe(), "info": info, "us": med}
 
 
@@ -270,17 +276,8 @@ def spmm_case(module, timer, name, n):
             info[f"err W{width} T{tpb}"] = err
             assert err < 1e-5, (name, n, width, tpb, err)
     med = timed(timer, ops)
-    best_light = min(v for k, v in med.items() if k.startswith("light"))
-    best_whole = min(v for k, v in med.items() if k.startswith("whole"))
-    best_heavy = min(v for k, v in med.items() if k.startswith("heavy"))
-    cu = med["cusparse"]
-    print(f"== SpMM {name} N={n} rows={rows} nnz={A.nnz} heavy rows {H} ({info['heavy_nnz']} nnz) "
-          f"{base.describe()}", flush=True)
-    for k, v in sorted(med.items(), key=lambda kv: kv[1]):
-        print(f"   {k:40s} {v:9.1f} us", flush=True)
-    print(f"   cusparse {cu:.1f}  library whole {best_whole:.1f} ({cu / best_whole:.3f}x)  "
-          f"light {best_light:.1f} + heavy {best_heavy:.1f} = {best_light + best_heavy:.1f} "
-          f"({cu / (best_light + best_heavy):.3f}x)", flush=True)
+    report(f"SpMM {name} N={n} rows={rows} nnz={A.nnz} heavy rows {H} ({info['heavy_nnz']} nnz) "
+           f"{base.describe()}", med)
     return {"form": "spmm", "matrix": name, "n": n, "cusparse": base.describe(), "info": info,
             "us": med}
 

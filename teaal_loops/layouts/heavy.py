@@ -17,7 +17,6 @@ best cuSPARSE in a probe, against 0.83x to 1.44x over CSR).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +34,7 @@ from teaal_loops.layouts.host import (
     no_options,
     rows_of,
     signed_index,
+    whole_number_option,
 )
 from teaal_loops.layouts.registry import register
 from teaal_loops.matrix.rowwise import entry_rows, offsets
@@ -51,25 +51,9 @@ PIECE_MIN = 8
 def panel_width(option: Any) -> int:
     """The one reading of a panel width: ``"1024"`` or ``1024`` -> 1024; None or ``""`` ->
     :data:`DEFAULT_WIDTH`."""
-    if option is None or (isinstance(option, str) and not option.strip()):
-        return DEFAULT_WIDTH
-    if isinstance(option, str):
-        match = re.fullmatch(r"\s*(\d{1,9})\s*", option)
-        if match is None:
-            raise LayoutError(
-                f"layout heavy:{option}: the option is the panel width in columns "
-                "(e.g. heavy:1024)"
-            )
-        width = int(match.group(1))
-    elif isinstance(option, (int, np.integer)) and not isinstance(option, bool):
-        width = int(option)
-    else:
-        raise LayoutError(f"layout heavy: width={option!r} must be a whole number")
-    if not MIN_WIDTH <= width <= MAX_WIDTH:
-        raise LayoutError(
-            f"layout heavy:{width}: the panel width must be {MIN_WIDTH} to {MAX_WIDTH} columns"
-        )
-    return width
+    return whole_number_option(option, "heavy", key="width",
+                               meaning="the panel width in columns", example=1024,
+                               default=DEFAULT_WIDTH, bounds=(MIN_WIDTH, MAX_WIDTH))
 
 
 def panel_count(cols: int, width: int) -> int:

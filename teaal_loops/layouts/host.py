@@ -15,6 +15,7 @@ per call (``None`` disables it; the command line's ``--padding-limit`` passes it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -186,6 +187,29 @@ def rows_of(ptr: Any) -> npt.NDArray[np.int64]:
 def uniform_ptr(tiles: int, atoms_per_tile: int) -> npt.NDArray[np.int64]:
     """Tile offsets of a layout whose every tile holds the same number of atoms (padded)."""
     return np.arange(tiles + 1, dtype=np.int64) * atoms_per_tile
+
+
+def whole_number_option(option: Any, layout: str, *, key: str, meaning: str, example: int,
+                        default: int, bounds: tuple[int, int], unit: str = "") -> int:
+    """The one reading of a layout's whole-number option (``panels:3``, ``heavy:1024``): the
+    text after the colon or a builder's ``key=`` value; None or blank gives ``default``. A bad
+    one is a LayoutError naming ``meaning`` (``"the panel count"``) and the bounds."""
+    if option is None or (isinstance(option, str) and not option.strip()):
+        return default
+    if isinstance(option, str):
+        match = re.fullmatch(r"\s*(\d{1,9})\s*", option)
+        if match is None:
+            raise LayoutError(f"layout {layout}:{option}: the option is {meaning} "
+                              f"(e.g. {layout}:{example})")
+        value = int(match.group(1))
+    elif isinstance(option, (int, np.integer)) and not isinstance(option, bool):
+        value = int(option)
+    else:
+        raise LayoutError(f"layout {layout}: {key}={option!r} must be a whole number")
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise LayoutError(f"layout {layout}:{value}: {meaning} must be {lo} to {hi}{unit}")
+    return value
 
 
 def need(condition: bool, layout: str, what: str) -> None:

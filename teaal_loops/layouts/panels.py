@@ -15,14 +15,12 @@ cuSPARSE on an H100). Where x already fits, the extra atomics and row passes onl
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from teaal_loops.errors import LayoutError
 from teaal_loops.layouts.contract import Entries, Packed
 from teaal_loops.layouts.host import (
     HostLayout,
@@ -33,6 +31,7 @@ from teaal_loops.layouts.host import (
     no_options,
     rows_of,
     signed_index,
+    whole_number_option,
 )
 from teaal_loops.layouts.registry import register
 from teaal_loops.matrix.rowwise import entry_rows, offsets
@@ -45,23 +44,9 @@ MAX_PANELS = 64  # a tile's row is found by at most P - 1 subtractions
 
 def panel_count(option: Any) -> int:
     """The one reading of a panel count: ``"3"`` or ``3`` -> 3; None or ``""`` -> 2."""
-    if option is None or (isinstance(option, str) and not option.strip()):
-        return DEFAULT_PANELS
-    if isinstance(option, str):
-        match = re.fullmatch(r"\s*(\d{1,4})\s*", option)
-        if match is None:
-            raise LayoutError(
-                f"layout panels:{option}: the option is the number of column panels "
-                "(e.g. panels:3)"
-            )
-        count = int(match.group(1))
-    elif isinstance(option, (int, np.integer)) and not isinstance(option, bool):
-        count = int(option)
-    else:
-        raise LayoutError(f"layout panels: panels={option!r} must be a whole number")
-    if not 1 <= count <= MAX_PANELS:
-        raise LayoutError(f"layout panels:{count}: the panel count must be 1 to {MAX_PANELS}")
-    return count
+    return whole_number_option(option, "panels", key="panels",
+                               meaning="the number of column panels", example=3,
+                               default=DEFAULT_PANELS, bounds=(1, MAX_PANELS))
 
 
 def panel_width(cols: int, panels: int) -> int:
