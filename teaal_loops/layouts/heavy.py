@@ -9,10 +9,10 @@ in its CSR order). A light tile stores its row; a heavy piece adds into its row 
 the output is zeroed before the launch (the layout is ``stacked``: tiles share rows).
 
 Why: a launch runs its tiles roughly in index order, so the pieces of one panel run together
-and the panel's slice of x (of B's rows, in SpMM) is read from DRAM, and mostly from L2 into
-L1, once for all the heavy rows, where row by row each heavy row reads all of it again
-(BENCHMARKS.md: SpMM on 2^20 rows whose 128 longest hold 90% of the nonzeros, 1.9x to 3.9x the
-best cuSPARSE in a probe, against 0.83x to 1.44x over CSR).
+and are meant to share the panel's slice of x (of B's rows, in SpMM) while it is in the caches,
+where row by row each heavy row reads all of x again (the caches were not profiled). Measured
+(BENCHMARKS.md): SpMM on 2^20 rows whose 128 longest hold 90% of the nonzeros ran at 1.58x to
+2.79x the best cuSPARSE over this layout, against 0.84x to 1.73x over CSR (H100 and H200).
 """
 
 from __future__ import annotations
@@ -71,19 +71,14 @@ def heavy_threshold(panels: int, min_nnz: int = HEAVY_MIN_NNZ) -> int:
 class HeavyLayout(HostLayout):
     name: ClassVar[str] = "heavy"
     width: int
-    heavy_rows: np.ndarray  # the heavy rows, ascending
-    heavy_mask: np.ndarray  # bit r % 32 of word r // 32: row r is heavy (int32 words)
+    heavy_rows: np.ndarray  # the heavy rows, ascending (the kernel's bit mask is made from them)
     indptr: np.ndarray  # rows + P * H + 1 tile offsets
     indices: np.ndarray  # global column of each nonzero
     data: np.ndarray
 
-    @property
-    def panels(self) -> int:
-        return panel_count(self.shape[1], self.width)
-
     def arrays(self) -> dict[str, np.ndarray]:
         return {"indptr": self.indptr, "indices": self.indices, "data": self.data,
-                "heavy_rows": self.heavy_rows, "heavy_mask": self.heavy_mask}
+                "heavy_rows": self.heavy_rows}
 
     def tile_ptr(self) -> np.ndarray:
         return np.asarray(self.indptr, dtype=np.int64)
@@ -113,8 +108,8 @@ def build(csr: sp.csr_matrix, **options: Any) -> HeavyLayout:
     built = heavy_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width, int(min_nnz))
     index = signed_index(csr.indices.dtype)
     return HeavyLayout(csr.shape, int(csr.nnz), width, built["heavy_rows"].astype(index),
-                       built["heavy_mask"], built["indptr"].astype(index),
-                       built["indices"].astype(index), built["values"])
+                       built["indptr"].astype(index), built["indices"].astype(index),
+                       built["values"])
 
 
 def heavy_arrays(
@@ -189,8 +184,6 @@ def pack(host: HeavyLayout, option: str | None) -> Packed:
          "the heavy rows are not distinct rows of the matrix in ascending order")
     flags = np.zeros(rows, dtype=bool)
     flags[heavy] = True
-    need(np.array_equal(np.asarray(host.heavy_mask), mask_words(np, flags)), "heavy",
-         "the heavy-row mask does not mark exactly the heavy rows")
     ptr = host.tile_ptr()
     need(not np.any(np.diff(ptr[: rows + 1])[flags]), "heavy", "a heavy row has a light tile")
     if count:
@@ -201,7 +194,7 @@ def pack(host: HeavyLayout, option: str | None) -> Packed:
              "heavy", "a heavy row's nonzero lies outside its piece's panel")
     return Packed(
         {"indptr": host.indptr, "indices": host.indices, "values": host.data,
-         "heavy_rows": heavy, "heavy_mask": host.heavy_mask},
+         "heavy_rows": heavy, "heavy_mask": mask_words(np, flags)},
         {"heavy": count, "panels": panels},
     )
 
@@ -240,7 +233,7 @@ DEFINITION = register(
     macro_file="layouts/heavy.cuh.j2",
     description="heavy rows in column panels: rows of many nonzeros cut into panels of W "
     "columns, walked panel by panel; the other rows CSR",
-    teaal_format="none (chosen by --layout heavy:W or by auto)",
+    teaal_format="by name only: a format named e.g. HEAVY_1024, or --layout heavy:W",
     tiles="rows, then heavy rows' pieces panel by panel",
     schedules=("thread_mapped", "group_mapped", "work_oriented", "merge_path"),
     forms=("spmv", "spmm"),

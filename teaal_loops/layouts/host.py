@@ -190,7 +190,7 @@ def uniform_ptr(tiles: int, atoms_per_tile: int) -> npt.NDArray[np.int64]:
 
 
 def whole_number_option(option: Any, layout: str, *, key: str, meaning: str, example: int,
-                        default: int, bounds: tuple[int, int], unit: str = "") -> int:
+                        default: int, bounds: tuple[int, int]) -> int:
     """The one reading of a layout's whole-number option (``panels:3``, ``heavy:1024``): the
     text after the colon or a builder's ``key=`` value; None or blank gives ``default``. A bad
     one is a LayoutError naming ``meaning`` (``"the panel count"``) and the bounds."""
@@ -208,7 +208,7 @@ def whole_number_option(option: Any, layout: str, *, key: str, meaning: str, exa
         raise LayoutError(f"layout {layout}: {key}={option!r} must be a whole number")
     lo, hi = bounds
     if not lo <= value <= hi:
-        raise LayoutError(f"layout {layout}:{value}: {meaning} must be {lo} to {hi}{unit}")
+        raise LayoutError(f"layout {layout}:{value}: {meaning} must be {lo} to {hi}")
     return value
 
 

@@ -149,10 +149,13 @@ def test_nonzero_split_warps_find_their_own_rows(lanes: int, width: int) -> None
 
 
 def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
-                     options: tuple[str, ...] | None = None) -> Any:
+                     options: tuple[str, ...] | None = None, *, held: Any = None) -> Any:
     """The kernel on the CPU against SciPy (values) and the simulation (the owner of every
-    (atom, n)); ``options``: the build's (default: the runtime's for this launch)."""
-    view = tile_view(schedule.layout, A)
+    (atom, n)); ``options``: the build's (default: the runtime's for this launch); ``held``:
+    the host layout the kernel reads, where it is not built from ``A`` by default (heavy
+    rows below the default minimum)."""
+    held = A if held is None else held
+    view = tile_view(schedule.layout, held)
     atoms = view.shape.nnz  # the layout's atoms (ELL's padded slots included)
     bound = bind(schedule, view.shape, None, {}, dense_size=width)
     cfg = make_config(schedule, dtype="float64", bound=bound)
@@ -162,9 +165,10 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
     exe = emu.build(cfg, options)
     B = np.random.default_rng(width).uniform(-1, 1, (A.shape[1], width))
     rows = A.shape[0]
-    accumulate = schedule.combine.value == "atomic"
-    Z0 = np.zeros((rows, width)) if accumulate else np.full((rows, width), np.nan)
-    layout_args = host_arguments(schedule.layout, A, np.dtype("float64"))
+    # zeroed where the runtime zeroes it (an atomic combine, a stacked layout), else NaN
+    Z0 = np.zeros((rows, width)) if emu.zeroes_output(cfg, bound) else np.full((rows, width),
+                                                                              np.nan)
+    layout_args = host_arguments(schedule.layout, held, np.dtype("float64"))
     arrays = {
         **layout_args.arrays, "x_data": B, "y_data": Z0,
         "owner": np.full(atoms * width, -1, np.int32),
@@ -179,6 +183,6 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
                          atoms=atoms * width)
     Z = result.y.reshape(rows, width)
     np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12)
-    sim = simulate(bound, A, B)
+    sim = simulate(bound, held, B)
     np.testing.assert_array_equal(result.owner.reshape(atoms, width), sim.owner)
     return bound

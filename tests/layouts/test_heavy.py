@@ -24,10 +24,10 @@ from teaal_loops.layouts.heavy import (
 from teaal_loops.lowering import explain_text, lower, simulate
 from teaal_loops.runtime import dense_builds
 from teaal_loops.runtime.device_matrix import host_arguments
-from teaal_loops.runtime.kernel import schedule_arguments
 from teaal_loops.schedules import bind
 from teaal_loops.spec import load_spec
 from tests.codegen import host_emulation as emu
+from tests.codegen import test_spmm_emulation as spmm_emu
 from tests.layouts import cases
 from tests.layouts import emulation as layout_emu
 
@@ -73,7 +73,8 @@ def test_tiles_are_the_rows_then_each_panels_pieces_with_columns_in_their_panel(
     np.testing.assert_array_equal(host.to_csr().toarray(), A.toarray())
     flags = np.zeros(ROWS, dtype=bool)
     flags[heavy] = True
-    bits = np.asarray(host.heavy_mask).view(np.uint32)
+    packed = host_arguments("heavy:32", host, np.dtype("float64")).arrays["heavy_mask"]
+    bits = np.asarray(packed).view(np.uint32)
     np.testing.assert_array_equal([(bits[r // 32] >> (r % 32)) & 1 for r in range(ROWS)], flags)
 
 
@@ -122,8 +123,8 @@ def test_a_bad_minimum_is_refused(bad: Any) -> None:
 
 
 def _replace(host: HeavyLayout, **changes: Any) -> HeavyLayout:
-    fields = {"width": host.width, "heavy_rows": host.heavy_rows, "heavy_mask": host.heavy_mask,
-              "indptr": host.indptr, "indices": host.indices, "data": host.data}
+    fields = {"width": host.width, "heavy_rows": host.heavy_rows, "indptr": host.indptr,
+              "indices": host.indices, "data": host.data}
     fields.update(changes)
     return HeavyLayout(host.shape, host.nnz, **fields)
 
@@ -132,8 +133,6 @@ def test_a_host_layout_that_breaks_the_rules_is_refused() -> None:
     A = _matrix()
     good = _host(A)
     host_arguments("heavy:32", good, np.dtype("float64"), 32)  # accepted as built
-    mask = np.asarray(good.heavy_mask).copy()
-    mask[0] ^= 1 << 5
     swapped = good.indices.copy()
     ptr = good.tile_ptr()
     first = ROWS  # panel 0's first piece and panel 1's first piece swap a column
@@ -142,7 +141,6 @@ def test_a_host_layout_that_breaks_the_rules_is_refused() -> None:
     moved = good.indptr.copy()
     moved[4:ROWS + 1] += 1  # row 3 (heavy) now owns the next tile's first nonzero
     cases_ = [
-        (_replace(good, heavy_mask=mask), "mask does not mark exactly the heavy rows"),
         (_replace(good, heavy_rows=good.heavy_rows[::-1].copy()), "ascending order"),
         (_replace(good, heavy_rows=np.array([3, 17, 40])), "ascending order"),
         (_replace(good, indices=swapped), "outside its piece's panel"),
@@ -172,12 +170,12 @@ def test_the_device_builder_gives_the_host_builders_arrays_and_counts() -> None:
     A[4, :5000] = 1.0  # 5,000 nonzeros: heavy at the default minimum
     A = A.tocsr()
     host = convert(A, "heavy:1024")
+    packed = host_arguments("heavy:1024", host, np.dtype("float64"))
     built = device_arrays(np, A.indptr, A.indices, A.data, A.shape, "1024")
-    assert (built["heavy"], built["panels"]) == (1, 9)
-    for name, array in (("indptr", host.indptr), ("indices", host.indices),
-                        ("values", host.data), ("heavy_rows", host.heavy_rows),
-                        ("heavy_mask", host.heavy_mask)):
-        np.testing.assert_array_equal(built[name], array)
+    assert (built["heavy"], built["panels"]) == (1, 9) == (packed.scalars["heavy"],
+                                                           packed.scalars["panels"])
+    for name, array in packed.arrays.items():
+        np.testing.assert_array_equal(built[name], array, err_msg=name)
 
 
 def test_every_array_type_a_layout_may_declare_has_an_upload_type() -> None:
@@ -269,28 +267,12 @@ def test_spmm_kernels_store_light_rows_and_add_pieces_on_the_cpu(spec: str, vect
     A = _matrix()
     host = _host(A)
     width = 8
-    view = tile_view("heavy:32", host)
-    atoms = view.shape.nnz
-    bound = bind(schedule, view.shape, None, {}, dense_size=width)
-    cfg = make_config(schedule, dtype="float64", bound=bound)
-    source = render(cfg)
+    bound = bind(schedule, tile_view("heavy:32", host).shape, None, {}, dense_size=width)
+    source = render(make_config(schedule, dtype="float64", bound=bound))
     assert "A.store_columns(teaal_y" in source  # through the layout, not a plain store
     options = dense_builds.dense_options(source, bound.dense_space, bound.dense_time,
                                          chunk=bound.work_per_thread)
     if vector:
         options = tuple(o for o in options if "DENSE_BLOCK" not in o) + VECTOR_STORES
-    exe = emu.build(cfg, options)
-    B = np.random.default_rng(4).uniform(-1, 1, (COLS, width))
-    args = host_arguments("heavy:32", host, np.dtype("float64"))
-    arrays = {**args.arrays, "x_data": B, "y_data": np.zeros((ROWS, width)),
-              "owner": np.full(atoms * width, -1, np.int32)}
-    scalars: dict[str, int] = {"rows": ROWS, "cols": COLS, "nnz": A.nnz, **args.scalars}
-    scalars.update(schedule_arguments(bound))
-    scalars.update({"dense_n": width, "dense_space": bound.dense_space,
-                    "dense_time": bound.dense_time, "x_stride_k": width, "x_stride_n": 1,
-                    "y_stride_m": width, "y_stride_n": 1})
-    result = emu.execute(exe, cfg, bound, arrays, scalars, rows=ROWS * width,
-                         atoms=atoms * width)
-    np.testing.assert_allclose(result.y.reshape(ROWS, width), A @ B, rtol=1e-12, atol=1e-12)
-    sim = simulate(bound, host, B)
-    np.testing.assert_array_equal(result.owner.reshape(atoms, width), sim.owner)
+    # values against SciPy, the owner of every (atom, n) against the simulation, Z zeroed
+    spmm_emu._run_and_compare(schedule, A, width, options, held=host)
