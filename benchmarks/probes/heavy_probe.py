@@ -7,8 +7,8 @@ times over (BENCHMARKS.md: L2-bound, ncu), and SpMM's `longrows-r20` at N = 32 g
 128-byte row of B (128 MiB, more than the L2) from DRAM about 14 times. Here rows of at least
 PT nonzeros ("heavy") are stored apart, cut into panels of PW columns; tile (panel p, heavy
 row h) is p * H + h, so the tiles of one panel are neighbours and run together: the block
-that walks them (one warp a tile, PTPB threads a block) finds the panel's slice of x or B in
-L1, and the slice leaves DRAM once. Each tile's sum is added atomically into its row. The
+that walks them (one warp a tile, PTPB threads a block) is meant to find the panel's slice of
+x or B in L1, the slice leaving DRAM once (not profiled). Each tile's sum is added atomically into its row. The
 other rows ("light") stay CSR and run through the library's own kernels (the best of a few
 specs, timed alone); the heavy kernel runs after them (they store 0 into the heavy rows, which
 are empty in the light matrix). Both outputs are checked against float64.
