@@ -37,15 +37,15 @@ from teaal_loops.layouts.host import (
     whole_number_option,
 )
 from teaal_loops.layouts.registry import register
-from teaal_loops.matrix.rowwise import entry_rows, offsets
+from teaal_loops.matrix.heavy_rows import (
+    DEFAULT_WIDTH,
+    HEAVY_MIN_NNZ,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    heavy_arrays,
+    panel_count,
+)
 from teaal_loops.types import KernelParam
-
-DEFAULT_WIDTH = 4096
-MIN_WIDTH, MAX_WIDTH = 32, 1 << 24
-# A row is heavy with at least this many nonzeros, and at least PIECE_MIN a panel on average:
-# a piece of a few nonzeros costs its walk's start and an atomic add for little work.
-HEAVY_MIN_NNZ = 4096
-PIECE_MIN = 8
 
 
 def panel_width(option: Any) -> int:
@@ -54,17 +54,6 @@ def panel_width(option: Any) -> int:
     return whole_number_option(option, "heavy", key="width",
                                meaning="the panel width in columns", example=1024,
                                default=DEFAULT_WIDTH, bounds=(MIN_WIDTH, MAX_WIDTH))
-
-
-def panel_count(cols: int, width: int) -> int:
-    """Panels of ``width`` columns covering ``cols`` (at least 1)."""
-    return max(-(-cols // width), 1)
-
-
-def heavy_threshold(panels: int, min_nnz: int = HEAVY_MIN_NNZ) -> int:
-    """Nonzeros from which a row is heavy, for a matrix cut into ``panels`` panels (at least
-    ``min_nnz``, and :data:`PIECE_MIN` a panel)."""
-    return max(int(min_nnz), PIECE_MIN * panels)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,36 +101,6 @@ def build(csr: sp.csr_matrix, **options: Any) -> HeavyLayout:
                        built["values"])
 
 
-def heavy_arrays(
-    xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int], width: int,
-    min_nnz: int = HEAVY_MIN_NNZ,
-) -> dict[str, Any]:
-    """The layout's arrays and counts from CSR arrays where they are (``xp``: NumPy on the
-    host, CuPy on the GPU, so a device matrix never travels to the host). Each nonzero's tile
-    is its row (light) or ``rows + panel * H + h`` (heavy); a stable sort by tile keeps every
-    tile's nonzeros in their CSR order."""
-    rows, cols = shape
-    nnz = int(indices.size)
-    panels = panel_count(cols, width)
-    ptr = xp.asarray(indptr, dtype=xp.int64)
-    is_heavy = (ptr[1:] - ptr[:-1]) >= heavy_threshold(panels, min_nnz)
-    heavy_rows = xp.nonzero(is_heavy)[0]
-    count = int(heavy_rows.size)
-    row = entry_rows(xp, ptr, 0, nnz)
-    if count:
-        index_of = xp.cumsum(is_heavy.astype(xp.int64)) - 1  # a heavy row's place among them
-        piece = rows + (xp.asarray(indices, dtype=xp.int64) // width) * count + index_of[row]
-        tile = xp.where(is_heavy[row], piece, row)
-        order = xp.argsort(tile, kind="stable")
-        indices, values = indices[order], values[order]
-    else:
-        tile = row
-    counts = xp.bincount(tile, minlength=rows + panels * count)
-    return {"indptr": offsets(xp, counts), "indices": indices, "values": values,
-            "heavy_rows": heavy_rows, "heavy_mask": mask_words(xp, is_heavy),
-            "heavy": count, "panels": panels}
-
-
 def mask_words(xp: Any, flags: Any) -> Any:
     """Bit ``i % 32`` of int32 word ``i // 32`` is ``flags[i]`` (one word at least)."""
     words = max(-(-int(flags.size) // 32), 1)
@@ -155,9 +114,10 @@ def mask_words(xp: Any, flags: Any) -> Any:
 def device_arrays(
     xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int], option: str | None
 ) -> dict[str, Any]:
-    """:func:`heavy_arrays` for the panel width a layout name's option gives (the device
-    builder)."""
-    return heavy_arrays(xp, indptr, indices, values, shape, panel_width(option))
+    """:func:`heavy_arrays` and the bit mask of the heavy rows, for the panel width a layout
+    name's option gives (the device builder)."""
+    built = heavy_arrays(xp, indptr, indices, values, shape, panel_width(option))
+    return {**built, "heavy_mask": mask_words(xp, built["is_heavy"])}
 
 
 def _check_width(host: HeavyLayout, option: str | None) -> int:

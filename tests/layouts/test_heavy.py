@@ -13,15 +13,9 @@ import scipy.sparse as sp
 from teaal_loops.codegen import make_config, render
 from teaal_loops.errors import LayoutError, MatrixError
 from teaal_loops.layouts import canonical_layout, convert, get_layout, register, tile_view
-from teaal_loops.layouts.heavy import (
-    HEAVY_MIN_NNZ,
-    PIECE_MIN,
-    HeavyLayout,
-    device_arrays,
-    heavy_threshold,
-    mask_words,
-)
+from teaal_loops.layouts.heavy import HeavyLayout, device_arrays, mask_words
 from teaal_loops.lowering import explain_text, lower, simulate
+from teaal_loops.matrix.heavy_rows import HEAVY_MIN_NNZ, PIECE_MIN, heavy_threshold
 from teaal_loops.runtime import dense_builds
 from teaal_loops.runtime.device_matrix import host_arguments
 from teaal_loops.schedules import bind
