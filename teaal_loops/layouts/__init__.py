@@ -1,8 +1,8 @@
 """Sparse layouts: one module per layout, each a complete :class:`LayoutDefinition`.
 
 A layout is defined once, in its own module (``csr.py``, ``csc.py``, ``coo.py``, ``ell.py``,
-``dia.py``, ``bcsr.py``, ``panels.py``, ``heavy.py``): its semantics (what its tiles are,
-whether they scatter or stack, which schedules it supports, which TeAAL formats describe
+``dia.py``, ``bcsr.py``, ``panels.py``, ``heavy.py``, ``pieces.py``): its semantics (what its
+tiles are, whether they scatter or stack, which schedules it supports, which TeAAL formats describe
 it), its option (``bcsr:4x4``), its host builder (and, where it has one, its device builder),
 its packer into kernel arguments, its entries for the CPU simulation and its Jinja2 macro
 file. The contract
@@ -25,6 +25,7 @@ from teaal_loops.layouts import bcsr  # noqa: F401
 from teaal_loops.layouts import dia  # noqa: F401
 from teaal_loops.layouts import panels  # noqa: F401
 from teaal_loops.layouts import heavy  # noqa: F401
+from teaal_loops.layouts import pieces  # noqa: F401
 # isort: on
 from teaal_loops.layouts.contract import (
     DEVICE_BUILD_BYTES_PER_NONZERO,

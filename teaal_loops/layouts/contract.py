@@ -170,3 +170,10 @@ class LayoutDefinition:
     # Builds the kernel arrays from CSR arrays on the GPU: device inputs are validated as CSR
     # there and never copied to the host (None: the host builder, for every input).
     device_build: DeviceBuilder | None = None
+
+    @property
+    def adds_every_tile(self) -> bool:
+        """Every tile's sum is added into its output row, none stored: a scatter (CSC's
+        columns), or a stacked layout with no storing tiles (column panels, heavy pieces). A
+        launch over it may add into an output that already holds values (``accumulate``)."""
+        return self.scatters or (self.stacked and self.adding_from is None)

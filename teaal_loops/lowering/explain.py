@@ -120,8 +120,8 @@ def explain_text(
     elif layout.stacked:
         combine = (
             f"{layout.tiles} share output rows: every tile's sum, or each piece of a tile "
-            "split across workers, is added atomically into row (tile mod rows); the output "
-            "is zeroed first"
+            "split across workers, is added atomically into its row; the output is zeroed "
+            "first"
         )
     if s.form.kind == "sddmm" and s.form.dense is not None and s.form.dense.run is not None:
         d = s.form.dense

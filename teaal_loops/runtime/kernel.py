@@ -24,7 +24,7 @@ from teaal_loops.codegen.render import render
 from teaal_loops.errors import MatrixError
 from teaal_loops.ir.dense import run_length
 from teaal_loops.ir.model import BoundSchedule, Schedule
-from teaal_loops.layouts import get_layout
+from teaal_loops.layouts import get_layout, known_layouts
 from teaal_loops.runtime import backend, dense_builds, epilogue, launcher, vector_call
 from teaal_loops.runtime.dense_launch import DenseLaunch
 from teaal_loops.runtime.device_matrix import (
@@ -456,22 +456,40 @@ class Kernel:
             return y
         return sampled_result(prepared.matrix.arrays, prepared.shape, y)  # C's pattern
 
-    def bind_dense(self, A: Any, operands: Any, out: Any = None) -> DenseLaunch:
+    def bind_dense(self, A: Any, operands: Any, out: Any = None, *,
+                   accumulate: bool = False) -> DenseLaunch:
         """SpMM / SDDMM bound once to ``operands`` and ``out`` (allocated when None; SpMM: the
         (M, N) output, SDDMM: the values in C's atom order): every check now, then ``launch()``
         repeats the product with none and copies nothing to the host, so a CUDA graph can
         capture it (SDDMM's :meth:`call_dense` builds a cupyx matrix, whose constructor reads
-        the device) (runtime.dense_launch)."""
+        the device) (runtime.dense_launch).
+
+        ``accumulate=True``: each launch adds ``A @ B`` into what ``out`` holds (no zeroing):
+        the second launch of a split (:func:`teaal_loops.split_heavy`: the light rows' kernel
+        stores, then the heavy pieces' adds). Only over a layout whose every tile adds
+        (``pieces``, ``panels``, ``csc``), so that no row is overwritten."""
         if self._epilogue is not None:
             raise MatrixError(f"{self.schedule.spec_name} has an epilogue: call the kernel")
         if self.schedule.form.kind == "spmv":
             raise MatrixError(f"{self.schedule.spec_name} is SpMV: use launch_into or capture")
+        if accumulate:
+            self._check_accumulates(out)
         prepared = self.prepared_for(A)
         call, y, (grid, block, space, time) = self.dense_operands(prepared, operands, out)
         fn, args = self._dense_function(prepared, call, y, None, space, time,
                                         int(grid[0]) * int(block[0]))
-        return DenseLaunch(self._cp(), fn, grid, block, args, y, prepared.accumulates,
-                           keep=(prepared, call))
+        return DenseLaunch(self._cp(), fn, grid, block, args, y,
+                           prepared.accumulates and not accumulate, keep=(prepared, call))
+
+    def _check_accumulates(self, out: Any) -> None:
+        """``accumulate=True`` is honoured only where every tile adds into its row."""
+        if out is None:
+            raise MatrixError("accumulate=True adds into an output: pass it as out=")
+        if not get_layout(self.layout).adds_every_tile:
+            adding = ", ".join(n for n in known_layouts() if get_layout(n).adds_every_tile)
+            raise MatrixError(
+                f"accumulate=True: layout {self.layout} stores rows, which would overwrite "
+                f"the output; only layouts whose every tile adds can ({adding})")
 
     def dense_operands(self, prepared: PreparedMatrix, operands: Any, out: Any) -> Any:
         """(checked operands, output: new and zeroed where the schedule accumulates, or

@@ -113,7 +113,7 @@ def test_import_linter_contracts_hold() -> None:
 
 
 SCHEDULE_NAMES = ("thread_mapped", "group_mapped", "work_oriented", "merge_path")
-LAYOUT_NAMES = ("csr", "csc", "coo", "ell", "dia", "bcsr", "panels", "heavy")
+LAYOUT_NAMES = ("csr", "csc", "coo", "ell", "dia", "bcsr", "panels", "heavy", "pieces")
 
 
 def _code_strings(path: Path) -> list[tuple[int, str]]:

@@ -149,11 +149,13 @@ def test_nonzero_split_warps_find_their_own_rows(lanes: int, width: int) -> None
 
 
 def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
-                     options: tuple[str, ...] | None = None, *, held: Any = None) -> Any:
+                     options: tuple[str, ...] | None = None, *, held: Any = None,
+                     start: np.ndarray | None = None) -> Any:
     """The kernel on the CPU against SciPy (values) and the simulation (the owner of every
     (atom, n)); ``options``: the build's (default: the runtime's for this launch); ``held``:
     the host layout the kernel reads, where it is not built from ``A`` by default (heavy
-    rows below the default minimum)."""
+    rows below the default minimum); ``start``: Z before the launch, which the kernel must add
+    into (a split's second launch)."""
     held = A if held is None else held
     view = tile_view(schedule.layout, held)
     atoms = view.shape.nnz  # the layout's atoms (ELL's padded slots included)
@@ -168,6 +170,8 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
     # zeroed where the runtime zeroes it (an atomic combine, a stacked layout), else NaN
     Z0 = np.zeros((rows, width)) if emu.zeroes_output(cfg, bound) else np.full((rows, width),
                                                                               np.nan)
+    if start is not None:
+        Z0 = np.array(start, dtype=np.float64)
     layout_args = host_arguments(schedule.layout, held, np.dtype("float64"))
     arrays = {
         **layout_args.arrays, "x_data": B, "y_data": Z0,
@@ -182,7 +186,8 @@ def _run_and_compare(schedule: Any, A: sp.csr_matrix, width: int,
     result = emu.execute(exe, cfg, bound, arrays, scalars, rows=rows * width,
                          atoms=atoms * width)
     Z = result.y.reshape(rows, width)
-    np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12)
+    want = A @ B if start is None else start + A @ B
+    np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
     sim = simulate(bound, held, B)
     np.testing.assert_array_equal(result.owner.reshape(atoms, width), sim.owner)
     return bound

@@ -50,8 +50,11 @@ def build(cfg: KernelConfig, *, sanitize: bool = False) -> Path:
 
 def run(
     cfg: KernelConfig, bound: BoundSchedule, args: HostArguments, x: np.ndarray[Any, Any],
-    *, timeout: float = 60.0, sanitize: bool = False,
+    *, timeout: float = 60.0, sanitize: bool = False, start: np.ndarray[Any, Any] | None = None,
 ) -> emu.EmulationResult:
+    """``start``: y's values before the launch (a split's second launch adding into the
+    first's output); None: zeros where the runtime zeroes y, else NaN (every row must be
+    written)."""
     from teaal_loops.runtime.kernel import schedule_arguments
 
     exe = build(cfg, sanitize=sanitize)
@@ -60,8 +63,11 @@ def run(
     atoms = bound.matrix.nnz
     arrays = dict(args.arrays)
     arrays["x"] = x.astype(value)
-    arrays["y"] = np.zeros(rows, value) if emu.zeroes_output(cfg, bound) else np.full(
-        rows, np.nan, value)
+    if start is not None:
+        arrays["y"] = np.array(start, dtype=value)
+    else:
+        arrays["y"] = np.zeros(rows, value) if emu.zeroes_output(cfg, bound) else np.full(
+            rows, np.nan, value)
     arrays["owner"] = np.full(atoms, -1, np.int32)
     scalars = {"rows": args.shape.rows, "cols": args.shape.cols, "nnz": args.shape.nnz}
     scalars.update(args.scalars)

@@ -239,6 +239,47 @@ def test_a_device_matrix_with_heavy_rows_is_built_on_the_gpu_as_the_host_builds_
         np.testing.assert_allclose(Z, A @ B, rtol=1e-12, atol=1e-12, err_msg=spec)
 
 
+def test_a_device_matrix_split_runs_as_two_launches_that_sum_to_the_product() -> None:
+    """split_heavy on the GPU: the light rows under one spec store every row, then the heavy
+    rows' pieces (``pieces:1024``, the device builder) under another add into that output
+    (bind_dense with accumulate=True; SpMV by the raw launch, which never zeroes)."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import teaal_loops
+
+    A = gpu_cases.load(LONG_ROWS)
+    light, heavy = teaal_loops.split_heavy(csp.csr_matrix(A), 1024)
+    assert isinstance(light, csp.csr_matrix) and isinstance(heavy, csp.csr_matrix)
+    assert heavy.nnz + light.nnz == A.nnz and heavy.nnz > 0.8 * A.nnz  # 16 rows of 90%
+    rng = np.random.default_rng(4)
+    B = rng.uniform(-1, 1, (A.shape[1], 32))
+    spmm_light = teaal_loops.compile(cases.SPECS / "spmm" / "group_lanes_vec.yaml",
+                                     dtype="float64")
+    spmm_heavy = teaal_loops.compile(cases.SPECS / "spmm" / "nonzero_split_vec.yaml",
+                                     layout="pieces:1024", dtype="float64")
+    Bd = cupy.asarray(B)
+    Z = spmm_light(light, Bd)
+    both = spmm_heavy.bind_dense(heavy, (Bd,), out=Z, accumulate=True)
+    both.launch()
+    np.testing.assert_allclose(Z.get(), A @ B, rtol=1e-12, atol=1e-12)
+    Z2 = spmm_light(light, Bd)  # launched again, the pieces add again: no zeroing
+    both2 = spmm_heavy.bind_dense(heavy, (Bd,), out=Z2, accumulate=True)
+    both2.launch()
+    both2.launch()
+    np.testing.assert_allclose(Z2.get(), A @ B + heavy.get() @ B, rtol=1e-11, atol=1e-11)
+    x = rng.uniform(-1, 1, A.shape[1])
+    spmv_light = teaal_loops.compile(cases.SPECS / "merge_path.yaml", dtype="float64")
+    spmv_heavy = teaal_loops.compile(cases.SPECS / "group_mapped.yaml", layout="pieces:1024",
+                                     dtype="float64")
+    xd = cupy.asarray(x)
+    y = spmv_light(light, xd)
+    spmv_heavy.launch(spmv_heavy.prepare(heavy), xd, y)
+    np.testing.assert_allclose(y.get(), A @ x, rtol=1e-12, atol=1e-12)
+    with pytest.raises(LayoutError, match="fewer than a heavy row's"):
+        spmv_heavy.prepare(csp.csr_matrix(A))
+
+
 def test_auto_runs_a_large_random_matrix_over_column_panels() -> None:
     """Rule T3 on the GPU: 16M nonzeros at random over 4M columns (x of 32 MiB in float64):
     auto compiles merge-path over two column panels, and its result is right."""

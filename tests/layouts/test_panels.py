@@ -123,7 +123,7 @@ def test_every_schedule_zeroes_the_output_and_counts_every_tile_as_an_atomic(spe
     # whole tiles add once each, split tiles once a piece: at least one atomic a tile
     assert sim.stats.atomics >= view.num_tiles - sim.stats.split_rows
     text = explain_text(schedule)
-    assert "added atomically into row (tile mod rows)" in text
+    assert "added atomically into its row; the output is zeroed first" in text
 
 
 def test_the_device_builder_gives_the_host_builders_arrays_even_from_unsorted_columns() -> None:
