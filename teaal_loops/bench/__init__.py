@@ -50,6 +50,7 @@ from teaal_loops.bench.variants import (
     with_experiments,
 )
 from teaal_loops.codegen.config import normalize_dtype
+from teaal_loops.errors import TeaalLoopsError
 
 
 def bench(
@@ -71,6 +72,7 @@ def bench(
     sources: Sequence[tuple[str, Path]] = (),
     l2_persist: bool = False,
     widths: Mapping[str, Sequence[int]] | None = None,
+    splits: Sequence[int | str] = (),
     kernels: Sequence[str] = (),
     reps: int = 25,
     warmup: int = 5,
@@ -87,8 +89,10 @@ def bench(
     (default :data:`DEFAULT_WIDTHS`). ``block_threads`` times every SpMV variant at those
     block sizes too; ``sources`` adds, per ``(label, file)``, the variant ``label`` launching
     ``file`` (:mod:`.variants`); ``l2_persist`` times every SpMV variant also with x held
-    persisting in L2 (label ``+l2persist``)."""
+    persisting in L2 (label ``+l2persist``); ``splits`` times every SpMM case also split at
+    its heavy rows, at each of these panel widths (:mod:`.case_split`)."""
 
+    check_splits(splits)  # a bad width is refused before any matrix is read
     if not kernels and not suites and specs:
         from_specs = [plan.spec_kernel(Path(s)) for s in specs]
         kernels = tuple(dict.fromkeys(from_specs))
@@ -102,6 +106,7 @@ def bench(
         custom_kernels=kernels,
     )
     wanted = tuple(dict.fromkeys(k for item in items for k in item.kernels))
+    splits = check_splits(splits, wanted)
     by_kernel, wants_auto = kernel_variants(
         specs, wanted, sweeps=sweeps, params=params, layouts=layouts, schedule=schedule
     )
@@ -121,8 +126,22 @@ def bench(
         plan=items,
         kernel_variants=by_kernel,
         widths=dict(widths) if widths is not None else dict(DEFAULT_WIDTHS),
+        splits=splits,
     )
     return run_bench(options, progress)
+
+
+def check_splits(splits: Sequence[int | str],
+                 kernels: Sequence[str] | None = None) -> tuple[int, ...]:
+    """The panel widths of ``--split``, each checked as ``pieces:W`` checks its own; refused
+    where ``kernels`` (the run's, when known) hold no SpMM (a split times SpMM)."""
+    from teaal_loops.layouts.pieces import panel_width
+
+    widths = tuple(dict.fromkeys(panel_width(w) for w in splits))
+    if widths and kernels is not None and "spmm" not in kernels:
+        raise TeaalLoopsError(f"--split {widths[0]}: a split times SpMM; add --suite spmm "
+                              "(or SpMM specs) to the run")
+    return widths
 
 
 def _with_experiments(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from teaal_loops.bench import baselines, records, sides
+from teaal_loops.bench import baselines, case_split, records, sides
 from teaal_loops.bench.context import Context
 from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.cusparse.choice import capture
@@ -95,6 +95,12 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
             variant, lambda v=variant: _time_variant(ctx, v, dtype, width, mats, denses, check,
                                                      nbytes, baseline_ms))
         ctx.forget(variant, dtype, mats)
+        results.append(result)
+        ctx.advance(records.variant_line(result))
+    for panel in options.splits if kind == "spmm" else ():
+        ctx.say(f"{entry.name} {kind} {width} {dtype}: split:{panel}")
+        result = case_split.split_result(ctx, panel, dtype, width, mats, denses, check, nbytes,
+                                         baseline_ms, _time_variant, operand_orders)
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results

@@ -60,6 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="value type (repeatable; default f32)")
     p.add_argument("--layout", action="append",
                    help="SpMV layouts (repeatable; default csr); the dense suites run CSR")
+    p.add_argument("--split", action="append", default=[], metavar="W",
+                   help="also time every SpMM case split at its heavy rows (repeatable): the "
+                   "light rows in CSR and the heavy rows in pieces:W, each under the fastest "
+                   "of the run's SpMM variants, then the two as one timed pair "
+                   "(teaal_loops.split_heavy; label split:W[...])")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a parameter in every spec that has it (repeatable)")
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
@@ -141,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             sources=bench.parse_sources(args.source),
             l2_persist=args.l2_persist,
             widths=bench.parse_widths(args.widths),
+            splits=args.split,
             reps=args.reps,
             warmup=args.warmup,
             max_copies=args.max_copies,

@@ -154,3 +154,31 @@ def test_specs_given_without_a_suite_run_their_own_kernels(fake_gpu: FakeEnv) ->
             for c in doc["cases"]] == [("spmm", 4, ["lanes_over_n"]),
                                        ("sddmm", 2, ["thread_per_nonzero"])]
     assert all(r["valid"] for c in doc["cases"] for r in c["results"])
+
+
+def test_a_split_is_refused_where_no_spmm_is_timed_or_its_width_is_bad() -> None:
+    """Refused before anything runs (no GPU needed): a split times SpMM; a panel width is
+    checked as pieces:W checks its own."""
+    from teaal_loops.bench import check_splits
+    from teaal_loops.errors import LayoutError, TeaalLoopsError
+
+    assert check_splits(["1024", 1024, 4096], ("spmm",)) == (1024, 4096)
+    assert check_splits([], ("spmv",)) == ()
+    with pytest.raises(TeaalLoopsError, match="a split times SpMM; add --suite spmm"):
+        check_splits([1024], ("spmv", "sddmm"))
+    with pytest.raises(LayoutError, match="32 to 16777216"):
+        check_splits([16], ("spmm",))
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ("abc", "the panel width in columns"), ("1024", "a split times SpMM"),
+])
+def test_the_command_line_refuses_a_bad_split_in_one_line(
+    split: str, message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from teaal_loops.cli import main
+
+    rc = main(["bench", "--synthetic", "uniform:rows=40,nnz=200,seed=1", "--split", split,
+               "-q"])  # a matrix alone runs SpMV
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and message in err[0], err

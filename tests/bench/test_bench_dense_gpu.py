@@ -98,3 +98,42 @@ def test_the_dense_suite_from_the_command_line_with_gpu_generated_classes(
         doc["summary"]["targets"])
     assert main(["bench", "--report", str(out), "--markdown", str(tmp_path / "again.md")]) == 0
     assert (tmp_path / "again.md").read_text() == md.read_text()
+
+
+def test_a_split_case_times_both_parts_and_the_pair_checked_against_the_whole(
+    tmp_path: Path,
+) -> None:
+    """``--split 1024`` on long rows: each part's fastest variant named with its time, the
+    pair checked against the whole product and timed as one operation; a matrix with no
+    heavy row is skipped by name."""
+    from tests.conftest import REPO
+
+    specs = [REPO / "specs" / "spmm" / f"{s}.yaml" for s in ("group_lanes_vec",
+                                                             "nonzero_split_vec")]
+    doc = bench(
+        specs,
+        suites=(),
+        synthetic=["longrows:rows=20000,nnz=200000,long_rows=8,fraction=0.5,seed=2",
+                   "uniform:rows=3000,nnz=30000,seed=1"],
+        kernels=("spmm",),
+        widths={"spmm": (32,)},
+        splits=[1024],
+        reps=5,
+        warmup=1,
+        max_copies=2,
+        json_path=tmp_path / "s.json",
+    )
+    long_case, uniform_case = doc["cases"]
+    split = next(r for r in long_case["results"] if r["layout"] == "split:1024")
+    assert "error" not in split, split
+    assert split["valid"] and split["graph"]["check"]["valid"]
+    _check_side(split)
+    info = split["split"]
+    assert info["heavy_rows"] == 8 and info["heavy_nnz"] + info["light_nnz"] == long_case["nnz"]
+    timed = sum(1 for r in long_case["results"] if r["layout"] == "csr" and r.get("valid"))
+    for part in ("light", "pieces"):  # every variant of the run ran on each part
+        assert info[part]["median_ms"] > 0 and info[part]["variants"] == timed > 0
+    assert split["label"] == (f"split:1024[{info['light']['label']} + "
+                              f"{info['pieces']['label'].removesuffix('@pieces:1024')}]")
+    none = next(r for r in uniform_case["results"] if r["layout"] == "split:1024")
+    assert none["skipped"] == "no row is heavy at panels of 1024 columns"

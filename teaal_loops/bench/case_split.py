@@ -1,0 +1,133 @@
+"""An SpMM case run split at its heavy rows (``bench --split W``): two launches, each under the
+schedule that suits its rows.
+
+The matrix is split on the device (:func:`teaal_loops.split_heavy`): the light rows as CSR
+(heavy rows empty), the heavy rows as ``pieces:W``. Every SpMM variant of the run is timed on
+each part alone (checked against that part's own product), the fastest of each is kept, and
+then the pair is bound once and timed as one operation: the light launch storing every row,
+the pieces' launch adding into it (``bind_dense(..., accumulate=True)``, no zeroing between),
+checked against the whole matrix's product. That pair is the case's result
+``split:W[light + pieces]``; the parts' times ride along in its ``split`` record. A matrix
+with no heavy row at W is recorded as skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from teaal_loops.bench import records, sides
+from teaal_loops.bench.context import Context
+from teaal_loops.bench.cusparse import checks
+from teaal_loops.bench.cusparse.choice import capture
+from teaal_loops.bench.variants import Variant, prepare_variant
+
+# (ctx, variant, dtype, width, mats, denses, check, nbytes, baseline_ms) -> result record
+TimeVariant = Callable[..., dict[str, Any]]
+
+
+def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[Any],
+                 denses: list[Any], check: sides.Check, nbytes: int,
+                 baseline_ms: float | None, time_variant: TimeVariant,
+                 orders: Callable[[Any, tuple[Any, ...]], tuple[tuple[Any, ...], list[str]]],
+                 ) -> dict[str, Any]:
+    """The record of the split at panels of ``panel`` columns (module docstring)."""
+    from teaal_loops.runtime.split import split_heavy
+
+    layout = f"pieces:{panel}"
+    result: dict[str, Any] = {"label": f"split:{panel}", "spec": "split", "params": {},
+                              "layout": f"split:{panel}"}
+    parts = [split_heavy(m, panel) for m in mats]
+    lights, heavies = [p[0] for p in parts], [p[1] for p in parts]
+    heavy_nnz = int(heavies[0].nnz)
+    info: dict[str, Any] = {"panel_width": panel, "light_nnz": int(lights[0].nnz),
+                            "heavy_nnz": heavy_nnz,
+                            "heavy_rows": int((ctx.cp.diff(heavies[0].indptr) > 0).sum())}
+    result["split"] = info
+    if heavy_nnz == 0:
+        result["skipped"] = f"no row is heavy at panels of {panel} columns"
+        return result
+    # the run's SpMM variants, each spec and parameters once, in CSR for the light rows
+    variants = list({v.label: v for v in (dataclasses.replace(v, layout="csr")
+                                          for v in ctx.options.variants_of("spmm"))}.values())
+    best = {}
+    for part, matrices, candidates in (
+        ("light", lights, variants),
+        ("pieces", heavies, [dataclasses.replace(v, layout=layout) for v in variants]),
+    ):
+        ref = matrices[0] @ denses[0][0]
+        bound = checks.spmm_bound(ctx.cp, matrices[0], denses[0][0])
+
+        def part_check(got: Any, ref: Any = ref, bound: Any = bound) -> dict[str, Any]:
+            return checks.compare(ctx.cp, got, ref, bound)
+
+        timed = []
+        for variant in candidates:
+            ctx.say(f"split:{panel} {part}: {variant.label}")
+            record = records.guarded_variant(
+                variant, lambda v=variant, m=matrices, c=part_check: time_variant(
+                    ctx, v, dtype, width, m, denses, c, nbytes, None))
+            ctx.forget(variant, dtype, matrices)
+            if record.get("valid") and "kernel" in record:
+                timed.append((record["kernel"]["median_ms"], variant, record["label"]))
+        if not timed:
+            result["error"] = f"no variant ran the {part} rows"
+            return result
+        ms, variant, label = min(timed, key=lambda t: t[0])
+        best[part] = variant
+        info[part] = {"label": label, "median_ms": ms, "variants": len(timed)}
+    result["label"] = (f"split:{panel}[{best['light'].label} + "
+                       f"{best['pieces'].label.removesuffix('@' + layout)}]")
+    try:
+        result.update(_time_pair(ctx, best["light"], best["pieces"], dtype, width, lights,
+                                 heavies, denses, check, nbytes, baseline_ms, orders))
+    except Exception as err:  # a refusal or a bug: recorded, the case goes on
+        result["error"] = f"{type(err).__name__}: {sides.first_line(err)}"
+    return result
+
+
+def _time_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str, width: int,
+               lights: Sequence[Any], heavies: Sequence[Any], denses: list[Any],
+               check: sides.Check, nbytes: int, baseline_ms: float | None,
+               orders: Callable[[Any, tuple[Any, ...]], tuple[tuple[Any, ...], list[str]]],
+               ) -> dict[str, Any]:
+    """The two launches bound once per input copy and timed as one operation."""
+    timer, options, k = ctx.timer, ctx.options, len(lights)
+    k_light, k_pieces = ctx.kernel(light, dtype), ctx.kernel(pieces, dtype)
+    p_light = prepare_variant(k_light, light, list(lights))
+    p_pieces = prepare_variant(k_pieces, pieces, list(heavies))
+    ops_light = [orders(k_light, d)[0] for d in denses]
+    ops_pieces = [orders(k_pieces, d)[0] for d in denses]
+    first = k_light.call_dense(p_light[0], ops_light[0])  # compiles; the output's shape
+    outs = [ctx.cp.empty_like(first) for _ in range(k)]
+    pairs = [(k_light.bind_dense(p_light[j], ops_light[j], outs[j]),
+              k_pieces.bind_dense(p_pieces[j], ops_pieces[j], outs[j], accumulate=True))
+             for j in range(k)]
+    out: dict[str, Any] = {}
+
+    def op(i: int) -> None:
+        stores, adds = pairs[i % k]
+        stores.launch()
+        adds.launch()
+
+    outs[0].fill(float("nan"))  # poison: the light launch must write every row
+    op(0)
+    if not records.checked(out, check(outs[0])):
+        return out
+    reps, out["probe_ms"], capped = sides.repetitions(timer, op, options.reps, baseline_ms)
+    if capped:
+        out["capped"] = True
+    warmup = 0 if capped else max(options.warmup, k)
+    out.update(sides.time_side(timer, op, reps, warmup))
+    out["graph"] = sides.graph_side(
+        timer, [_capturer(ctx.cp, op, j) for j in range(k)], outs[0], check,
+        reps, 0 if capped else options.warmup)
+    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
+    ctx.forget(light, dtype, list(lights))
+    ctx.forget(pieces, dtype, list(heavies))
+    return out
+
+
+def _capturer(cp: Any, op: Callable[[int], None], j: int) -> Callable[[], Any]:
+    return lambda: capture(cp, lambda: op(j))
