@@ -3,11 +3,13 @@ schedule that suits its rows.
 
 The matrix is split on the device (:func:`teaal_loops.split_heavy`): the light rows as CSR
 (heavy rows empty), the heavy rows as ``pieces:W``. Every SpMM variant of the run is timed on
-each part alone (checked against that part's own product), the fastest of each is kept, and
+each part alone (checked against that part's own product; the pieces also in blocks of
+:data:`PIECES_BLOCK_THREADS`), the fastest of each is kept, and
 then the pair is bound once and timed as one operation: the light launch storing every row,
 the pieces' launch adding into it (``bind_dense(..., accumulate=True)``, no zeroing between),
 checked against the whole matrix's product. That pair is the case's result
-``split:W[light + pieces]``; the parts' times ride along in its ``split`` record. A matrix
+``split:W[light + pieces]``; the parts' times (each variant's, and the fastest) ride along in
+its ``split`` record. A matrix
 with no heavy row at W is recorded as skipped.
 """
 
@@ -23,6 +25,13 @@ from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.cusparse.choice import capture
 from teaal_loops.bench.variants import Variant, prepare_variant
 
+# The pieces part is also timed in blocks of this many threads: the pieces of one panel are
+# neighbouring tiles gathering from the same rows of B, and a larger block walks more of them
+# together, finding those rows in its SM's L1. On longrows-r20 at N = 128 on an H100 the
+# fastest pieces kernel (lanes_over_n_vec) took 696 us at 512 threads, 751 at 1,024, 886 at
+# 256 and 1,000 at its default 128; at N = 8 group_lanes_vec 116 at 512 against 129
+# (benchmarks/spmm_h100_split_blocks.json.gz). The light rows gained nothing from it.
+PIECES_BLOCK_THREADS = 512
 # (ctx, variant, dtype, width, mats, denses, check, nbytes, baseline_ms) -> result record
 TimeVariant = Callable[..., dict[str, Any]]
 
@@ -54,7 +63,9 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
     best = {}
     for part, matrices, candidates in (
         ("light", lights, variants),
-        ("pieces", heavies, [dataclasses.replace(v, layout=layout) for v in variants]),
+        ("pieces", heavies, [dataclasses.replace(v, layout=layout, block_threads=b)
+                             for v in variants
+                             for b in dict.fromkeys((v.block_threads, PIECES_BLOCK_THREADS))]),
     ):
         ref = matrices[0] @ denses[0][0]
         bound = checks.spmm_bound(ctx.cp, matrices[0], denses[0][0])
@@ -76,9 +87,10 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
             return result
         ms, variant, label = min(timed, key=lambda t: t[0])
         best[part] = variant
-        info[part] = {"label": label, "median_ms": ms, "variants": len(timed)}
+        info[part] = {"label": label, "median_ms": ms, "variants": len(timed),
+                      "times_ms": {lab: t for t, _, lab in timed}}
     result["label"] = (f"split:{panel}[{best['light'].label} + "
-                       f"{best['pieces'].label.removesuffix('@' + layout)}]")
+                       f"{best['pieces'].label.replace('@' + layout, '')}]")
     try:
         result.update(_time_pair(ctx, best["light"], best["pieces"], dtype, width, lights,
                                  heavies, denses, check, nbytes, baseline_ms, orders))
