@@ -24,16 +24,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from teaal_loops.bench import baselines, case_split, records, sides
+from teaal_loops.bench import baselines, case_split, dense_timing, records, sides
 from teaal_loops.bench.context import Context
 from teaal_loops.bench.cusparse import checks
-from teaal_loops.bench.cusparse.choice import capture
 from teaal_loops.bench.suite import MatrixEntry
-from teaal_loops.bench.variants import Variant, prepare_variant
 from teaal_loops.matrix.limit_model import sddmm_limits, spmm_limits
-from teaal_loops.runtime.operands import stored_transposed
 
-INT32_MAX = 2**31 - 1
 CUPYX_SPMM = ("cupyx.scipy.sparse.csr_matrix @ B (cusparseSpMM; B copied to Fortran order and "
               "descriptors made every call)")
 TORCH_SDDMM = ("torch.sparse.sampled_addmm on the same device arrays, then Z *= C's values "
@@ -92,15 +88,15 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
     for variant in options.variants_of(kind):
         ctx.say(f"{entry.name} {kind} {width} {dtype}: {variant.label}")
         result = records.guarded_variant(
-            variant, lambda v=variant: _time_variant(ctx, v, dtype, width, mats, denses, check,
-                                                     nbytes, baseline_ms))
+            variant, lambda v=variant: dense_timing.time_variant(
+                ctx, v, dtype, width, mats, denses, check, nbytes, baseline_ms))
         ctx.forget(variant, dtype, mats)
         results.append(result)
         ctx.advance(records.variant_line(result))
     for panel in options.splits if kind == "spmm" else ():
         ctx.say(f"{entry.name} {kind} {width} {dtype}: split:{panel}")
         result = case_split.split_result(ctx, panel, dtype, width, mats, denses, check, nbytes,
-                                         baseline_ms, _time_variant, operand_orders)
+                                         baseline_ms)
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results
@@ -178,71 +174,3 @@ def _second(ctx: Context, kind: str, width: int, mats: list[Any], denses: list[A
     return baselines.second_side(
         ctx.timer, lambda i: bases[i % k].launch(*denses[i % k], outs[i % k]),
         what=TORCH_SDDMM, output=outs[0], check=check, **common)
-
-
-def operand_orders(kernel: Any, dense: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[str]]:
-    """``dense`` (C-ordered, in the shapes the kernel's call takes: the einsum's index order)
-    arranged as the spec stores each operand, and a note per transposed copy."""
-    form = kernel.schedule.form
-    out, notes = [], []
-    for i, array in enumerate(dense):
-        if array.ndim == 2 and stored_transposed(form, i):
-            out.append(array.T.copy().T)  # the transpose, C-ordered, viewed in the call's shape
-            stored = form.operand_storage[i]
-            notes.append(f"{form.operands[i]} stored [{', '.join(stored)}]: a transposed copy "
-                         "made once before timing")
-        else:
-            out.append(array)
-    return tuple(out), notes
-
-
-def _time_variant(ctx: Context, variant: Variant, dtype: str, width: int, mats: list[Any],
-                  denses: list[Any], check: sides.Check, nbytes: int,
-                  baseline_ms: float | None) -> dict[str, Any]:
-    timer, options, k = ctx.timer, ctx.options, len(mats)
-    kernel = ctx.kernel(variant, dtype)
-    prepared = prepare_variant(kernel, variant, mats)
-    p0 = prepared[0]
-    grid, block, space, time = kernel.dense_launch(p0, width)
-    out: dict[str, Any] = {
-        "schedule": kernel.kind,
-        "accumulates": bool(p0.accumulates),
-        "bound": records.bound_json(p0),
-        "dense_launch": {"blocks": int(grid[0]), "threads_per_block": int(block[0]),
-                         "dense_space": int(space), "dense_time": int(time)},
-    }
-    if p0.bound.index_bits == 32 and int(grid[0]) * int(block[0]) > INT32_MAX:
-        out["skipped"] = (f"launch of {int(grid[0]) * int(block[0])} threads overflows the "
-                          "kernels' 32-bit thread index")
-        return out
-    ops, notes = zip(*(operand_orders(kernel, d) for d in denses), strict=True)
-    if notes[0]:
-        out["operands"] = list(notes[0])
-    first = kernel.call_dense(p0, ops[0])  # compiles; the output in the spec's storage order
-    z0 = first.data if kernel.form == "sddmm" else first
-    outs = [ctx.cp.empty_like(z0) for _ in prepared]
-    # bound once per copy: each call is the zeroing (where accumulating) and one launch, as
-    # cuSPARSE's side reuses its descriptors; no result object (SDDMM's would read the device)
-    launches = [kernel.bind_dense(prepared[j], ops[j], outs[j]) for j in range(k)]
-    outs[0].fill(float("nan"))  # poison: every entry the kernel fails to write shows
-    launches[0].launch()
-    if not records.checked(out, check(outs[0])):
-        return out
-
-    def op(i: int) -> None:
-        launches[i % k].launch()
-
-    reps, out["probe_ms"], capped = sides.repetitions(timer, op, options.reps, baseline_ms)
-    if capped:
-        out["capped"] = True
-    warmup = 0 if capped else max(options.warmup, k)
-    out.update(sides.time_side(timer, op, reps, warmup))
-    out["graph"] = sides.graph_side(
-        timer, [_capturer(ctx.cp, op, j) for j in range(k)], outs[0], check, reps,
-        0 if capped else options.warmup)
-    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
-    return out
-
-
-def _capturer(cp: Any, op: Any, j: int) -> Any:
-    return lambda: capture(cp, lambda: op(j))

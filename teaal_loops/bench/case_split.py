@@ -16,13 +16,12 @@ with no heavy row at W is recorded as skipped.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from teaal_loops.bench import records, sides
+from teaal_loops.bench import dense_timing, records, sides
 from teaal_loops.bench.context import Context
 from teaal_loops.bench.cusparse import checks
-from teaal_loops.bench.cusparse.choice import capture
 from teaal_loops.bench.variants import Variant, prepare_variant
 
 # The pieces part is also timed in blocks of this many threads: the pieces of one panel are
@@ -32,15 +31,11 @@ from teaal_loops.bench.variants import Variant, prepare_variant
 # 256 and 1,000 at its default 128; at N = 8 group_lanes_vec 116 at 512 against 129
 # (benchmarks/spmm_h100_split_blocks.json.gz). The light rows gained nothing from it.
 PIECES_BLOCK_THREADS = 512
-# (ctx, variant, dtype, width, mats, denses, check, nbytes, baseline_ms) -> result record
-TimeVariant = Callable[..., dict[str, Any]]
 
 
 def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[Any],
                  denses: list[Any], check: sides.Check, nbytes: int,
-                 baseline_ms: float | None, time_variant: TimeVariant,
-                 orders: Callable[[Any, tuple[Any, ...]], tuple[tuple[Any, ...], list[str]]],
-                 ) -> dict[str, Any]:
+                 baseline_ms: float | None) -> dict[str, Any]:
     """The record of the split at panels of ``panel`` columns (module docstring)."""
     from teaal_loops.runtime.split import split_heavy
 
@@ -77,7 +72,7 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
         for variant in candidates:
             ctx.say(f"split:{panel} {part}: {variant.label}")
             record = records.guarded_variant(
-                variant, lambda v=variant, m=matrices, c=part_check: time_variant(
+                variant, lambda v=variant, m=matrices, c=part_check: dense_timing.time_variant(
                     ctx, v, dtype, width, m, denses, c, nbytes, None))
             ctx.forget(variant, dtype, matrices)
             if record.get("valid") and "kernel" in record:
@@ -93,7 +88,7 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
                        f"{best['pieces'].label.replace('@' + layout, '')}]")
     try:
         result.update(_time_pair(ctx, best["light"], best["pieces"], dtype, width, lights,
-                                 heavies, denses, check, nbytes, baseline_ms, orders))
+                                 heavies, denses, check, nbytes, baseline_ms))
     except Exception as err:  # a refusal or a bug: recorded, the case goes on
         result["error"] = f"{type(err).__name__}: {sides.first_line(err)}"
     return result
@@ -101,45 +96,28 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
 
 def _time_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str, width: int,
                lights: Sequence[Any], heavies: Sequence[Any], denses: list[Any],
-               check: sides.Check, nbytes: int, baseline_ms: float | None,
-               orders: Callable[[Any, tuple[Any, ...]], tuple[tuple[Any, ...], list[str]]],
-               ) -> dict[str, Any]:
+               check: sides.Check, nbytes: int, baseline_ms: float | None) -> dict[str, Any]:
     """The two launches bound once per input copy and timed as one operation."""
-    timer, options, k = ctx.timer, ctx.options, len(lights)
+    k = len(lights)
     k_light, k_pieces = ctx.kernel(light, dtype), ctx.kernel(pieces, dtype)
     p_light = prepare_variant(k_light, light, list(lights))
     p_pieces = prepare_variant(k_pieces, pieces, list(heavies))
-    ops_light = [orders(k_light, d)[0] for d in denses]
-    ops_pieces = [orders(k_pieces, d)[0] for d in denses]
+    ops_light = [dense_timing.operand_orders(k_light, d)[0] for d in denses]
+    ops_pieces = [dense_timing.operand_orders(k_pieces, d)[0] for d in denses]
     first = k_light.call_dense(p_light[0], ops_light[0])  # compiles; the output's shape
     outs = [ctx.cp.empty_like(first) for _ in range(k)]
     pairs = [(k_light.bind_dense(p_light[j], ops_light[j], outs[j]),
               k_pieces.bind_dense(p_pieces[j], ops_pieces[j], outs[j], accumulate=True))
              for j in range(k)]
-    out: dict[str, Any] = {}
 
     def op(i: int) -> None:
         stores, adds = pairs[i % k]
         stores.launch()
         adds.launch()
 
-    outs[0].fill(float("nan"))  # poison: the light launch must write every row
-    op(0)
-    if not records.checked(out, check(outs[0])):
-        return out
-    reps, out["probe_ms"], capped = sides.repetitions(timer, op, options.reps, baseline_ms)
-    if capped:
-        out["capped"] = True
-    warmup = 0 if capped else max(options.warmup, k)
-    out.update(sides.time_side(timer, op, reps, warmup))
-    out["graph"] = sides.graph_side(
-        timer, [_capturer(ctx.cp, op, j) for j in range(k)], outs[0], check,
-        reps, 0 if capped else options.warmup)
-    out.update(records.roof(nbytes, out["kernel"]["median_ms"], ctx.copy_gbps))
+    # the light launch must write every row of the poisoned output, the pieces add into it
+    out = dense_timing.checked_and_timed(ctx, op, k, outs[0], check, nbytes, baseline_ms, {})
     ctx.forget(light, dtype, list(lights))
     ctx.forget(pieces, dtype, list(heavies))
     return out
 
-
-def _capturer(cp: Any, op: Callable[[int], None], j: int) -> Callable[[], Any]:
-    return lambda: capture(cp, lambda: op(j))

@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from teaal_loops.errors import LayoutError
 from teaal_loops.layouts.contract import Entries, Packed
 from teaal_loops.layouts.host import (
     HostLayout,
@@ -43,7 +42,9 @@ from teaal_loops.matrix.heavy_rows import (
     MAX_WIDTH,
     MIN_WIDTH,
     heavy_arrays,
+    min_nnz_option,
     panel_count,
+    piece_rows,
 )
 from teaal_loops.types import KernelParam
 
@@ -75,10 +76,8 @@ class HeavyLayout(HostLayout):
     def tile_rows(self) -> np.ndarray:
         """The output row of every tile."""
         rows = self.shape[0]
-        pieces = len(self.indptr) - 1 - rows
-        heavy = np.asarray(self.heavy_rows, dtype=np.int64)
-        piece_rows = heavy[np.arange(pieces) % len(heavy)] if len(heavy) else heavy[:0]
-        return np.concatenate([np.arange(rows, dtype=np.int64), piece_rows])
+        pieces = piece_rows(self.heavy_rows, len(self.indptr) - 1 - rows)
+        return np.concatenate([np.arange(rows, dtype=np.int64), pieces])
 
     def to_csr(self) -> sp.csr_matrix:
         row = self.tile_rows()[rows_of(self.indptr)]
@@ -90,11 +89,9 @@ def build(csr: sp.csr_matrix, **options: Any) -> HeavyLayout:
     """``width``: the panel width (the option after ``heavy:``); ``min_nnz``: the fewest
     nonzeros of a heavy row (default :data:`HEAVY_MIN_NNZ`; small matrices in tests)."""
     width = panel_width(options.pop("width", None))
-    min_nnz = options.pop("min_nnz", HEAVY_MIN_NNZ)
+    min_nnz = min_nnz_option(options.pop("min_nnz", HEAVY_MIN_NNZ), "layout heavy")
     no_options("heavy", options, ("width", "min_nnz"))
-    if isinstance(min_nnz, bool) or not isinstance(min_nnz, (int, np.integer)) or min_nnz < 1:
-        raise LayoutError(f"layout heavy: min_nnz={min_nnz!r} must be a whole number >= 1")
-    built = heavy_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width, int(min_nnz))
+    built = heavy_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width, min_nnz)
     index = signed_index(csr.indices.dtype)
     return HeavyLayout(csr.shape, int(csr.nnz), width, built["heavy_rows"].astype(index),
                        built["indptr"].astype(index), built["indices"].astype(index),

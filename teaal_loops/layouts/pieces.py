@@ -46,7 +46,9 @@ from teaal_loops.matrix.heavy_rows import (
     MIN_WIDTH,
     heavy_arrays,
     heavy_threshold,
+    min_nnz_option,
     panel_count,
+    piece_rows,
 )
 from teaal_loops.types import KernelParam
 
@@ -76,9 +78,7 @@ class PiecesLayout(HostLayout):
 
     def tile_rows(self) -> np.ndarray:
         """The output row of every tile."""
-        heavy = np.asarray(self.heavy_rows, dtype=np.int64)
-        tiles = len(self.indptr) - 1
-        return heavy[np.arange(tiles) % len(heavy)] if len(heavy) else heavy[:0]
+        return piece_rows(self.heavy_rows, len(self.indptr) - 1)
 
     def to_csr(self) -> sp.csr_matrix:
         row = self.tile_rows()[rows_of(self.indptr)]
@@ -109,12 +109,9 @@ def build(csr: sp.csr_matrix, **options: Any) -> PiecesLayout:
     """``width``: the panel width (the option after ``pieces:``); ``min_nnz``: the fewest
     nonzeros of a heavy row (default 4096; small matrices in tests)."""
     width = panel_width(options.pop("width", None))
-    min_nnz = options.pop("min_nnz", HEAVY_MIN_NNZ)
+    min_nnz = min_nnz_option(options.pop("min_nnz", HEAVY_MIN_NNZ), "layout pieces")
     no_options("pieces", options, ("width", "min_nnz"))
-    if isinstance(min_nnz, bool) or not isinstance(min_nnz, (int, np.integer)) or min_nnz < 1:
-        raise LayoutError(f"layout pieces: min_nnz={min_nnz!r} must be a whole number >= 1")
-    built = pieces_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width,
-                          int(min_nnz))
+    built = pieces_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width, min_nnz)
     index = signed_index(csr.indices.dtype)
     return PiecesLayout(csr.shape, int(csr.nnz), width, built["heavy_rows"].astype(index),
                         built["indptr"].astype(index), built["indices"].astype(index),

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from teaal_loops.errors import LayoutError
 from teaal_loops.matrix.rowwise import entry_rows, offsets
 
 DEFAULT_WIDTH = 4096
@@ -27,6 +30,21 @@ PIECE_MIN = 8
 def panel_count(cols: int, width: int) -> int:
     """Panels of ``width`` columns covering ``cols`` (at least 1)."""
     return max(-(-cols // width), 1)
+
+
+def min_nnz_option(value: Any, where: str) -> int:
+    """The one reading of ``min_nnz`` (the fewest nonzeros of a heavy row), a whole number >= 1;
+    else a LayoutError naming ``where`` (``"layout heavy"``, ``"split_heavy"``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise LayoutError(f"{where}: min_nnz={value!r} must be a whole number >= 1")
+    return int(value)
+
+
+def piece_rows(heavy_rows: Any, pieces: int) -> Any:
+    """The output row of each of ``pieces`` consecutive pieces (piece i of heavy row
+    ``i % H``: the panel-major order of both layouts)."""
+    heavy = np.asarray(heavy_rows, dtype=np.int64)
+    return heavy[np.arange(pieces) % len(heavy)] if len(heavy) else heavy[:0]
 
 
 def heavy_threshold(panels: int, min_nnz: int = HEAVY_MIN_NNZ) -> int:

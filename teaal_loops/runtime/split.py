@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from teaal_loops.errors import LayoutError, MatrixError
+from teaal_loops.errors import MatrixError
 from teaal_loops.layouts.pieces import panel_width
 from teaal_loops.matrix.convert import as_csr
-from teaal_loops.matrix.heavy_rows import HEAVY_MIN_NNZ, split_rows
+from teaal_loops.matrix.heavy_rows import HEAVY_MIN_NNZ, min_nnz_option, split_rows
 from teaal_loops.runtime.device_matrix import is_device_object
 
 
@@ -33,8 +33,7 @@ def split_heavy(A: Any, width: int = 4096, *, min_nnz: int = HEAVY_MIN_NNZ) -> t
     panels of ``width`` columns; ``min_nnz``: the fewest nonzeros of a heavy row (module
     docstring)."""
     width = panel_width(width)
-    if isinstance(min_nnz, bool) or not isinstance(min_nnz, (int, np.integer)) or min_nnz < 1:
-        raise LayoutError(f"split_heavy: min_nnz={min_nnz!r} must be a whole number >= 1")
+    min_nnz = min_nnz_option(min_nnz, "split_heavy")
     if _is_cupyx_sparse(A):
         import cupyx.scipy.sparse as csp
 
@@ -44,7 +43,7 @@ def split_heavy(A: Any, width: int = 4096, *, min_nnz: int = HEAVY_MIN_NNZ) -> t
         csr = as_csr(A)
         xp, make = np, _scipy_csr
     light, heavy = split_rows(xp, csr.indptr, csr.indices, csr.data, csr.shape, width,
-                              int(min_nnz))
+                              min_nnz)
     return tuple(make((values, indices, indptr), shape=csr.shape)  # type: ignore[return-value]
                  for indptr, indices, values in (light, heavy))
 

@@ -34,7 +34,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeEnv:
     monkeypatch.setitem(sys.modules, "cupyx.scipy", types.ModuleType("cupyx.scipy"))
     monkeypatch.setitem(sys.modules, "cupyx.scipy.sparse", csp)
     import teaal_loops.bench.baselines as baselines
-    import teaal_loops.bench.case_dense as case_dense
+    import teaal_loops.bench.dense_timing as dense_timing
     import teaal_loops.bench.timing as timing
     import teaal_loops.pipeline as pipeline
     from teaal_loops.runtime import backend
@@ -73,5 +73,5 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeEnv:
     monkeypatch.setattr(baselines, "libraries", lambda: {
         "cupy": True, "nvmath": True, "torch": True, "preprocess": "runs (fake)",
         "sddmm": "nvmath"})
-    monkeypatch.setattr(case_dense, "capture", lambda cupy, launch: FakeGraph(launch))
+    monkeypatch.setattr(dense_timing, "capture", lambda cupy, launch: FakeGraph(launch))
     return env

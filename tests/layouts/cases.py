@@ -119,3 +119,24 @@ def host_layout_of_name(layout: str, A: sp.csr_matrix) -> Any:
     if name == "heavy":
         return convert(A, layout, min_nnz=HEAVY_MIN_NNZ)
     return convert(A, layout)  # (an option, panels:3, travels in the name)
+
+
+# A matrix for the heavy-row layouts (heavy:32, pieces:32 with min_nnz=20): 10 panels, so a row
+# is heavy from max(20, 8 * 10) = 80 nonzeros. Rows 3, 17 and 39 are heavy (the last full),
+# row 25 one short of it, rows 0, 1 and 12 empty.
+HEAVY_ROWS_SHAPE = (40, 300)
+HEAVY_ROW_LENGTHS = {3: 90, 17: 150, 39: 300}
+LIGHT_LONGEST = 79
+
+
+def heavy_rows_matrix(seed: int = 5) -> sp.csr_matrix:
+    rows, cols = HEAVY_ROWS_SHAPE
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 7, size=rows)
+    lengths[[0, 1, 12]] = 0
+    lengths[25] = LIGHT_LONGEST
+    for row, n in HEAVY_ROW_LENGTHS.items():
+        lengths[row] = n
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(cols, n, replace=False)) for n in lengths])
+    return sp.csr_matrix((rng.uniform(-1, 1, indptr[-1]), indices, indptr), shape=(rows, cols))

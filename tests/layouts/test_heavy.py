@@ -25,21 +25,12 @@ from tests.codegen import test_spmm_emulation as spmm_emu
 from tests.layouts import cases
 from tests.layouts import emulation as layout_emu
 
-ROWS, COLS, WIDTH = 40, 300, 32  # 10 panels: a heavy row has at least max(20, 8 * 10) = 80
-HEAVY = {3: 90, 17: 150, 39: 300}  # the last row is full
-LIGHT_LONGEST = 79  # row 25: one short of heavy
+ROWS, COLS, WIDTH = *cases.HEAVY_ROWS_SHAPE, 32  # heavy from max(20, 8 * 10 panels)
+HEAVY, LIGHT_LONGEST = cases.HEAVY_ROW_LENGTHS, cases.LIGHT_LONGEST
 
 
 def _matrix(seed: int = 5) -> sp.csr_matrix:
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(0, 7, size=ROWS)
-    lengths[[0, 1, 12]] = 0
-    lengths[25] = LIGHT_LONGEST
-    for row, n in HEAVY.items():
-        lengths[row] = n
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    indices = np.concatenate([np.sort(rng.choice(COLS, n, replace=False)) for n in lengths])
-    return sp.csr_matrix((rng.uniform(-1, 1, indptr[-1]), indices, indptr), shape=(ROWS, COLS))
+    return cases.heavy_rows_matrix(seed)
 
 
 def _host(A: sp.csr_matrix, width: int = WIDTH) -> HeavyLayout:
