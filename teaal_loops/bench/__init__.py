@@ -89,8 +89,8 @@ def bench(
     (default :data:`DEFAULT_WIDTHS`). ``block_threads`` times every SpMV variant at those
     block sizes too; ``sources`` adds, per ``(label, file)``, the variant ``label`` launching
     ``file`` (:mod:`.variants`); ``l2_persist`` times every SpMV variant also with x held
-    persisting in L2 (label ``+l2persist``); ``splits`` times every SpMM case also split at
-    its heavy rows, at each of these panel widths (:mod:`.case_split`)."""
+    persisting in L2 (label ``+l2persist``); ``splits`` times every SpMV and SpMM case also
+    split at its heavy rows, at each of these panel widths (:mod:`.case_split`)."""
 
     check_splits(splits)  # a bad width is refused before any matrix is read
     if not kernels and not suites and specs:
@@ -134,13 +134,13 @@ def bench(
 def check_splits(splits: Sequence[int | str],
                  kernels: Sequence[str] | None = None) -> tuple[int, ...]:
     """The panel widths of ``--split``, each checked as ``pieces:W`` checks its own; refused
-    where ``kernels`` (the run's, when known) hold no SpMM (a split times SpMM)."""
+    where ``kernels`` (the run's, when known) hold neither SpMV nor SpMM (what a split times)."""
     from teaal_loops.layouts.pieces import panel_width
 
     widths = tuple(dict.fromkeys(panel_width(w) for w in splits))
-    if widths and kernels is not None and "spmm" not in kernels:
-        raise TeaalLoopsError(f"--split {widths[0]}: a split times SpMM; add --suite spmm "
-                              "(or SpMM specs) to the run")
+    if widths and kernels is not None and not {"spmv", "spmm"} & set(kernels):
+        raise TeaalLoopsError(f"--split {widths[0]}: a split times SpMV and SpMM; add a suite "
+                              "or specs of either to the run")
     return widths
 
 

@@ -1,22 +1,21 @@
-"""An SpMM case run split at its heavy rows (``bench --split W``): two launches, each under the
-schedule that suits its rows.
+"""A case run split at its heavy rows (``bench --split W``; SpMV and SpMM): two launches,
+each under the schedule that suits its rows.
 
 The matrix is split on the device (:func:`teaal_loops.split_heavy`): the light rows as CSR
-(heavy rows empty), the heavy rows as ``pieces:W``. Every SpMM variant of the run is timed on
-each part alone (checked against that part's own product; the pieces also in blocks of
-:data:`PIECES_BLOCK_THREADS`), the fastest of each is kept, and
-then the pair is bound once and timed as one operation: the light launch storing every row,
-the pieces' launch adding into it (``bind_dense(..., accumulate=True)``, no zeroing between),
+(heavy rows empty), the heavy rows as ``pieces:W``. Every variant of the run is timed on each
+part alone (checked against that part's own product; the pieces also in blocks of
+:data:`PIECES_BLOCK_THREADS`), the fastest of each is kept, and then the pair is prepared once
+and timed as one operation: the light launch storing every row, the pieces' launch adding into
+it (SpMM: ``bind_dense(..., accumulate=True)``; SpMV: the raw ``launch``, which never zeroes),
 checked against the whole matrix's product. That pair is the case's result
 ``split:W[light + pieces]``; the parts' times (each variant's, and the fastest) ride along in
-its ``split`` record. A matrix
-with no heavy row at W is recorded as skipped.
+its ``split`` record. A matrix with no heavy row at W is recorded as skipped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from teaal_loops.bench import dense_timing, records, sides
@@ -33,10 +32,16 @@ from teaal_loops.bench.variants import Variant, prepare_variant
 PIECES_BLOCK_THREADS = 512
 
 
-def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[Any],
-                 denses: list[Any], check: sides.Check, nbytes: int,
-                 baseline_ms: float | None) -> dict[str, Any]:
-    """The record of the split at panels of ``panel`` columns (module docstring)."""
+# (variant, the part's matrices, the part's check) -> the variant's record on that part
+TimePart = Callable[[Variant, list[Any], sides.Check], dict[str, Any]]
+
+
+def split_result(ctx: Context, panel: int, kind: str, dtype: str, mats: list[Any],
+                 inputs: list[Any], check: sides.Check, nbytes: int,
+                 baseline_ms: float | None, time_part: TimePart) -> dict[str, Any]:
+    """The record of the split at panels of ``panel`` columns (module docstring). ``kind``:
+    ``spmv`` (``inputs``: x, a copy per matrix) or ``spmm`` (``inputs``: the dense operand
+    tuples); ``time_part`` times one variant on one part as the case times its variants."""
     from teaal_loops.runtime.split import split_heavy
 
     layout = f"pieces:{panel}"
@@ -52,9 +57,11 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
     if heavy_nnz == 0:
         result["skipped"] = f"no row is heavy at panels of {panel} columns"
         return result
-    # the run's SpMM variants, each spec and parameters once, in CSR for the light rows
+    # the run's variants, each spec and parameters once, in CSR for the light rows (the
+    # persisting-L2 experiment and other layouts aside)
     variants = list({v.label: v for v in (dataclasses.replace(v, layout="csr")
-                                          for v in ctx.options.variants_of("spmm"))}.values())
+                                          for v in ctx.options.variants_of(kind)
+                                          if not v.persist_x)}.values())
     best = {}
     for part, matrices, candidates in (
         ("light", lights, variants),
@@ -62,8 +69,10 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
                              for v in variants
                              for b in dict.fromkeys((v.block_threads, PIECES_BLOCK_THREADS))]),
     ):
-        ref = matrices[0] @ denses[0][0]
-        bound = checks.spmm_bound(ctx.cp, matrices[0], denses[0][0])
+        operand = inputs[0] if kind == "spmv" else inputs[0][0]
+        ref = matrices[0] @ operand
+        bound = (checks.spmv_bound if kind == "spmv" else checks.spmm_bound)(
+            ctx.cp, matrices[0], operand)
 
         def part_check(got: Any, ref: Any = ref, bound: Any = bound) -> dict[str, Any]:
             return checks.compare(ctx.cp, got, ref, bound)
@@ -72,8 +81,7 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
         for variant in candidates:
             ctx.say(f"split:{panel} {part}: {variant.label}")
             record = records.guarded_variant(
-                variant, lambda v=variant, m=matrices, c=part_check: dense_timing.time_variant(
-                    ctx, v, dtype, width, m, denses, c, nbytes, None))
+                variant, lambda v=variant, m=matrices, c=part_check: time_part(v, m, c))
             ctx.forget(variant, dtype, matrices)
             if record.get("valid") and "kernel" in record:
                 timed.append((record["kernel"]["median_ms"], variant, record["label"]))
@@ -86,18 +94,22 @@ def split_result(ctx: Context, panel: int, dtype: str, width: int, mats: list[An
                       "times_ms": {lab: t for t, _, lab in timed}}
     result["label"] = (f"split:{panel}[{best['light'].label} + "
                        f"{best['pieces'].label.replace('@' + layout, '')}]")
+    pair = _spmv_pair if kind == "spmv" else _spmm_pair
     try:
-        result.update(_time_pair(ctx, best["light"], best["pieces"], dtype, width, lights,
-                                 heavies, denses, check, nbytes, baseline_ms))
+        op, output = pair(ctx, best["light"], best["pieces"], dtype, lights, heavies, inputs)
+        # the light launch must write every row of the poisoned output, the pieces add into it
+        result.update(dense_timing.checked_and_timed(ctx, op, len(mats), output, check, nbytes,
+                                                     baseline_ms, {}))
+        ctx.forget(best["light"], dtype, lights)
+        ctx.forget(best["pieces"], dtype, heavies)
     except Exception as err:  # a refusal or a bug: recorded, the case goes on
         result["error"] = f"{type(err).__name__}: {sides.first_line(err)}"
     return result
 
 
-def _time_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str, width: int,
-               lights: Sequence[Any], heavies: Sequence[Any], denses: list[Any],
-               check: sides.Check, nbytes: int, baseline_ms: float | None) -> dict[str, Any]:
-    """The two launches bound once per input copy and timed as one operation."""
+def _spmm_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str,
+               lights: Sequence[Any], heavies: Sequence[Any], denses: list[Any]) -> Any:
+    """(op(i), the output op(0) writes): both launches bound once per input copy."""
     k = len(lights)
     k_light, k_pieces = ctx.kernel(light, dtype), ctx.kernel(pieces, dtype)
     p_light = prepare_variant(k_light, light, list(lights))
@@ -115,9 +127,23 @@ def _time_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str, width:
         stores.launch()
         adds.launch()
 
-    # the light launch must write every row of the poisoned output, the pieces add into it
-    out = dense_timing.checked_and_timed(ctx, op, k, outs[0], check, nbytes, baseline_ms, {})
-    ctx.forget(light, dtype, list(lights))
-    ctx.forget(pieces, dtype, list(heavies))
-    return out
+    return op, outs[0]
 
+
+def _spmv_pair(ctx: Context, light: Variant, pieces: Variant, dtype: str,
+               lights: Sequence[Any], heavies: Sequence[Any], xs: list[Any]) -> Any:
+    """(op(i), the output op(0) writes): the light launch (its output zeroed first where its
+    schedule adds), then the pieces' raw launch, which adds and never zeroes."""
+    k = len(lights)
+    k_light, k_pieces = ctx.kernel(light, dtype), ctx.kernel(pieces, dtype)
+    p_light = prepare_variant(k_light, light, list(lights))
+    p_pieces = prepare_variant(k_pieces, pieces, list(heavies))
+    ys = [k_light.new_output(p) for p in p_light]
+
+    def op(i: int) -> None:
+        j = i % k
+        k_light.zero_output(p_light[j], ys[j])
+        k_light.launch(p_light[j], xs[j], ys[j])
+        k_pieces.launch(p_pieces[j], xs[j], ys[j])
+
+    return op, ys[0]

@@ -22,6 +22,8 @@ generated variant, timed alike (:mod:`teaal_loops.bench.sides`).
    source with the generated kernel's arguments (:mod:`teaal_loops.bench.variants`).
 5. ``auto`` picks a variant from the row statistics; if that exact variant was not in the set
    it is timed as well.
+6. ``--split W`` times the matrix also as two launches, light rows and heavy pieces each
+   under the fastest variant (:mod:`.case_split`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from teaal_loops import auto
-from teaal_loops.bench import baselines, records, sides
+from teaal_loops.bench import baselines, case_split, records, sides
 from teaal_loops.bench.context import Context
 from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.roofline import compulsory_bytes
@@ -104,6 +106,13 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
         ctx.forget(variant, dtype, mats)
         if choice is not None and variant.label == choice.label:
             result["auto"] = True
+        results.append(result)
+        ctx.advance(records.variant_line(result))
+    for panel in [] if options.only_auto else options.splits:
+        ctx.say(f"{entry.name} {dtype}: split:{panel}")
+        result = case_split.split_result(
+            ctx, panel, "spmv", dtype, mats, xs, check, nbytes, baseline_ms,
+            lambda v, m, c: _time_variant(ctx, v, dtype, m, xs, c, nbytes, None))
         results.append(result)
         ctx.advance(records.variant_line(result))
     case["results"] = results

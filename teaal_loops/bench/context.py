@@ -39,7 +39,7 @@ class BenchOptions:
     plan: Sequence[PlanItem] = ()  # default: every entry with SpMV
     kernel_variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
     widths: Mapping[str, Sequence[int]] = field(default_factory=lambda: dict(DEFAULT_WIDTHS))
-    # SpMM: also time each case split at its heavy rows, for each panel width here
+    # SpMV and SpMM: also time each case split at its heavy rows, for each panel width here
     # (teaal_loops.bench.case_split)
     splits: Sequence[int] = ()
 

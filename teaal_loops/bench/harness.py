@@ -138,7 +138,7 @@ def _steps(options: BenchOptions, item: PlanItem) -> int:
     total = 0
     for kernel in item.kernels:
         variants = len(options.variants_of(kernel)) + (1 if kernel == "spmv" else 0)
-        variants += len(options.splits) if kernel == "spmm" else 0
+        variants += len(options.splits) if kernel in ("spmv", "spmm") else 0
         total += len(options.dtypes) * len(options.widths_of(kernel)) * (variants + 1)
     return total
 

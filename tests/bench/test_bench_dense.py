@@ -164,14 +164,15 @@ def test_a_split_is_refused_where_no_spmm_is_timed_or_its_width_is_bad() -> None
 
     assert check_splits(["1024", 1024, 4096], ("spmm",)) == (1024, 4096)
     assert check_splits([], ("spmv",)) == ()
-    with pytest.raises(TeaalLoopsError, match="a split times SpMM; add --suite spmm"):
-        check_splits([1024], ("spmv", "sddmm"))
+    assert check_splits([1024], ("spmv",)) == (1024,)
+    with pytest.raises(TeaalLoopsError, match="a split times SpMV and SpMM; add a suite"):
+        check_splits([1024], ("sddmm",))
     with pytest.raises(LayoutError, match="32 to 16777216"):
         check_splits([16], ("spmm",))
 
 
 @pytest.mark.parametrize(("split", "message"), [
-    ("abc", "the panel width in columns"), ("1024", "a split times SpMM"),
+    ("abc", "the panel width in columns"), ("1024", "a split times SpMV and SpMM"),
 ])
 def test_the_command_line_refuses_a_bad_split_in_one_line(
     split: str, message: str, capsys: pytest.CaptureFixture[str],
@@ -179,6 +180,7 @@ def test_the_command_line_refuses_a_bad_split_in_one_line(
     from teaal_loops.cli import main
 
     rc = main(["bench", "--synthetic", "uniform:rows=40,nnz=200,seed=1", "--split", split,
-               "-q"])  # a matrix alone runs SpMV
+               *([] if split == "abc" else [str(SPECS / "sddmm" / "thread_per_nonzero.yaml")]),
+               "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and message in err[0], err

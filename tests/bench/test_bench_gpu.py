@@ -123,3 +123,28 @@ def test_profile_command_launches_and_compares_with_cusparse(
         error = float(lines[label].rsplit("=", 1)[1])
         assert error < 1e-3, lines[label]
     assert "cuSPARSE (A @ x): 3 launches" in out
+
+
+@pytest.mark.gpu
+def test_an_spmv_split_times_both_parts_and_the_pair_checked_against_the_whole(
+    tmp_path: Path,
+) -> None:
+    """``splits`` on SpMV: the light rows' fastest variant, then the pieces' raw launch adding
+    into its output, checked against the whole product and timed (a graph replay too)."""
+    _require_gpu()
+    from tests.conftest import REPO
+
+    specs = [REPO / "specs" / f"{s}.yaml" for s in ("merge_path", "group_mapped")]
+    doc = bench(specs, suites=(),
+                synthetic=["longrows:rows=20000,nnz=200000,long_rows=8,fraction=0.5,seed=2"],
+                kernels=("spmv",), splits=[1024], auto=False, reps=5, warmup=1,
+                json_path=tmp_path / "v.json")
+    (case,) = doc["cases"]
+    split = next(r for r in case["results"] if r["layout"] == "split:1024")
+    assert "error" not in split, split
+    assert split["valid"] and split["kernel"]["median_ms"] > 0
+    assert split["graph"]["check"]["valid"] or "reason" in split["graph"]
+    info = split["split"]
+    assert info["heavy_rows"] == 8 and info["heavy_nnz"] + info["light_nnz"] == case["nnz"]
+    timed = sum(1 for r in case["results"] if r["layout"] == "csr" and r.get("valid"))
+    assert info["light"]["variants"] == timed and info["pieces"]["variants"] == 2 * timed
