@@ -109,7 +109,10 @@ def as_csr(A: Any, *, dtype: Any = None) -> sp.csr_matrix:
         except ValueError as exc:  # SciPy's own format checks (COO indices out of range, ...)
             raise MatrixError(f"malformed {host.format.upper()} matrix: {exc}") from None
     else:
-        dense = np.asarray(host)
+        try:
+            dense = np.asarray(host)
+        except (ValueError, TypeError) as exc:  # ragged nested lists, unconvertible objects
+            raise MatrixError(f"expected a matrix: {str(exc).splitlines()[0]}") from None
         if dense.ndim != 2:
             raise MatrixError(f"expected a 2-D matrix, got an array of shape {dense.shape}")
         _check_value_dtype(dense.dtype)

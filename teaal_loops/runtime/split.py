@@ -23,11 +23,17 @@ import numpy as np
 from teaal_loops.errors import MatrixError
 from teaal_loops.layouts.pieces import panel_width
 from teaal_loops.matrix.convert import as_csr
-from teaal_loops.matrix.heavy_rows import HEAVY_MIN_NNZ, min_nnz_option, split_rows
+from teaal_loops.matrix.heavy_rows import (
+    DEFAULT_WIDTH,
+    HEAVY_MIN_NNZ,
+    min_nnz_option,
+    split_rows,
+)
 from teaal_loops.runtime.device_matrix import is_device_object
 
 
-def split_heavy(A: Any, width: int = 4096, *, min_nnz: int = HEAVY_MIN_NNZ) -> tuple[Any, Any]:
+def split_heavy(A: Any, width: int = DEFAULT_WIDTH, *,
+                min_nnz: int = HEAVY_MIN_NNZ) -> tuple[Any, Any]:
     """(light, heavy) of ``A`` (a SciPy sparse matrix or anything
     :func:`~teaal_loops.matrix.as_csr` takes; a cupyx sparse matrix stays on the GPU) for
     panels of ``width`` columns; ``min_nnz``: the fewest nonzeros of a heavy row (module

@@ -59,6 +59,7 @@ def test_canonical_input_is_returned_without_a_copy() -> None:
         (sp.csr_matrix(np.array([[1 + 1j]])), "complex"),
         (np.array([["a"]]), "not numbers"),
         (None, "None"),
+        ([[1.0, 2.0], [3.0]], "expected a matrix: setting an array element with a sequence"),
     ],
 )
 def test_bad_inputs(value: object, words: str) -> None:
