@@ -23,66 +23,36 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from teaal_loops.layouts import panel_pieces
 from teaal_loops.layouts.contract import Entries, Packed
 from teaal_loops.layouts.host import (
-    HostLayout,
-    canonical_csr,
-    check_ptr,
-    in_range,
     need,
     no_options,
-    rows_of,
     signed_index,
-    whole_number_option,
 )
+from teaal_loops.layouts.panel_pieces import PanelPiecesLayout
 from teaal_loops.layouts.registry import register
 from teaal_loops.matrix.heavy_rows import (
-    DEFAULT_WIDTH,
     HEAVY_MIN_NNZ,
-    MAX_WIDTH,
-    MIN_WIDTH,
     heavy_arrays,
     min_nnz_option,
-    panel_count,
-    piece_rows,
 )
 from teaal_loops.types import KernelParam
 
 
 def panel_width(option: Any) -> int:
-    """The one reading of a panel width: ``"1024"`` or ``1024`` -> 1024; None or ``""`` ->
-    :data:`DEFAULT_WIDTH`."""
-    return whole_number_option(option, "heavy", key="width",
-                               meaning="the panel width in columns", example=1024,
-                               default=DEFAULT_WIDTH, bounds=(MIN_WIDTH, MAX_WIDTH))
+    return panel_pieces.panel_width(option, "heavy")
 
 
 @dataclass(frozen=True, eq=False)
-class HeavyLayout(HostLayout):
+class HeavyLayout(PanelPiecesLayout):
+    """The rows (a heavy row's tile empty), then the pieces; the kernel's bit mask of the heavy
+    rows is made from ``heavy_rows`` when packed."""
+
     name: ClassVar[str] = "heavy"
-    width: int
-    heavy_rows: np.ndarray  # the heavy rows, ascending (the kernel's bit mask is made from them)
-    indptr: np.ndarray  # rows + P * H + 1 tile offsets
-    indices: np.ndarray  # global column of each nonzero
-    data: np.ndarray
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"indptr": self.indptr, "indices": self.indices, "data": self.data,
-                "heavy_rows": self.heavy_rows}
-
-    def tile_ptr(self) -> np.ndarray:
-        return np.asarray(self.indptr, dtype=np.int64)
-
-    def tile_rows(self) -> np.ndarray:
-        """The output row of every tile."""
-        rows = self.shape[0]
-        pieces = piece_rows(self.heavy_rows, len(self.indptr) - 1 - rows)
-        return np.concatenate([np.arange(rows, dtype=np.int64), pieces])
-
-    def to_csr(self) -> sp.csr_matrix:
-        row = self.tile_rows()[rows_of(self.indptr)]
-        coo = sp.coo_matrix((self.data, (row, self.indices)), shape=self.shape)
-        return canonical_csr(coo.tocsr())
+    def light_tiles(self) -> int:
+        return int(self.shape[0])
 
 
 def build(csr: sp.csr_matrix, **options: Any) -> HeavyLayout:
@@ -117,59 +87,30 @@ def device_arrays(
     return {**built, "heavy_mask": mask_words(xp, built["is_heavy"])}
 
 
-def _check_width(host: HeavyLayout, option: str | None) -> int:
-    """The panel width the layout name asks for, which a host layout built by the user must
-    have."""
-    width = panel_width(option)
-    need(host.width == width, "heavy", f"panels of {host.width} columns, the kernel's {width}")
-    return width
-
-
 def pack(host: HeavyLayout, option: str | None) -> Packed:
     """The kernel's arguments, after checking a host layout (perhaps built by hand) keeps the
     layout's rules: every output row is reached exactly as its tiles say."""
-    width = _check_width(host, option)
-    rows, cols = host.shape
-    nnz = len(host.indices)
-    panels = panel_count(cols, width)
-    heavy = np.asarray(host.heavy_rows, dtype=np.int64)
-    count = len(heavy)
-    check_ptr(host.indptr, rows + panels * count, nnz, "heavy", "tile")
-    need(len(host.data) == nnz, "heavy", f"{len(host.data)} values for {nnz} columns")
-    need(in_range(host.indices, 0, cols), "heavy", "a column lies outside the matrix")
-    need(in_range(heavy, 0, rows) and bool(np.all(np.diff(heavy) > 0)), "heavy",
-         "the heavy rows are not distinct rows of the matrix in ascending order")
+    heavy, panels = panel_pieces.check_pieces(host, option, "heavy")
+    rows = host.shape[0]
     flags = np.zeros(rows, dtype=bool)
     flags[heavy] = True
-    ptr = host.tile_ptr()
-    need(not np.any(np.diff(ptr[: rows + 1])[flags]), "heavy", "a heavy row has a light tile")
-    if count:
-        tile = rows_of(ptr)
-        pieces = tile >= rows
-        panel = (tile[pieces] - rows) // count
-        need(bool(np.all(np.asarray(host.indices, dtype=np.int64)[pieces] // width == panel)),
-             "heavy", "a heavy row's nonzero lies outside its piece's panel")
+    need(not np.any(np.diff(host.tile_ptr()[: rows + 1])[flags]), "heavy",
+         "a heavy row has a light tile")
     return Packed(
         {"indptr": host.indptr, "indices": host.indices, "values": host.data,
          "heavy_rows": heavy, "heavy_mask": mask_words(np, flags)},
-        {"heavy": count, "panels": panels},
+        {"heavy": len(heavy), "panels": panels},
     )
 
 
 def entries(host: HeavyLayout, option: str | None) -> Entries:
-    _check_width(host, option)
-    return Entries(
-        atom=np.arange(len(host.indices), dtype=np.int64),
-        row=host.tile_rows()[rows_of(host.indptr)],
-        col=np.asarray(host.indices, dtype=np.int64),
-        val=np.asarray(host.data, dtype=np.float64),
-    )
+    return panel_pieces.entries(host, option, "heavy")
 
 
 def first_piece(host: HeavyLayout) -> int:
-    """The first tile that adds into its row rather than stores it: the heavy rows' pieces
-    follow the rows."""
-    return int(host.shape[0])
+    """The first tile that adds into its row rather than stores it: the pieces follow the
+    light tiles, one a row."""
+    return host.light_tiles()
 
 
 def _option(option: str | None) -> str:

@@ -26,64 +26,36 @@ import numpy as np
 import scipy.sparse as sp
 
 from teaal_loops.errors import LayoutError
+from teaal_loops.layouts import panel_pieces
 from teaal_loops.layouts.contract import Entries, Packed
 from teaal_loops.layouts.host import (
-    HostLayout,
-    canonical_csr,
-    check_ptr,
-    in_range,
-    need,
     no_options,
-    rows_of,
     signed_index,
-    whole_number_option,
 )
+from teaal_loops.layouts.panel_pieces import PanelPiecesLayout
 from teaal_loops.layouts.registry import register
 from teaal_loops.matrix.heavy_rows import (
-    DEFAULT_WIDTH,
     HEAVY_MIN_NNZ,
-    MAX_WIDTH,
-    MIN_WIDTH,
     heavy_arrays,
     heavy_threshold,
     min_nnz_option,
     panel_count,
-    piece_rows,
 )
 from teaal_loops.types import KernelParam
 
 
 def panel_width(option: Any) -> int:
-    """``"1024"`` or ``1024`` -> 1024; None or ``""`` -> the default width."""
-    return whole_number_option(option, "pieces", key="width",
-                               meaning="the panel width in columns", example=1024,
-                               default=DEFAULT_WIDTH, bounds=(MIN_WIDTH, MAX_WIDTH))
+    return panel_pieces.panel_width(option, "pieces")
 
 
 @dataclass(frozen=True, eq=False)
-class PiecesLayout(HostLayout):
+class PiecesLayout(PanelPiecesLayout):
+    """The pieces alone: no light tiles."""
+
     name: ClassVar[str] = "pieces"
-    width: int
-    heavy_rows: np.ndarray  # the heavy rows, ascending
-    indptr: np.ndarray  # P * H + 1 tile offsets
-    indices: np.ndarray  # global column of each nonzero
-    data: np.ndarray
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"indptr": self.indptr, "indices": self.indices, "data": self.data,
-                "heavy_rows": self.heavy_rows}
-
-    def tile_ptr(self) -> np.ndarray:
-        return np.asarray(self.indptr, dtype=np.int64)
-
-    def tile_rows(self) -> np.ndarray:
-        """The output row of every tile."""
-        return piece_rows(self.heavy_rows, len(self.indptr) - 1)
-
-    def to_csr(self) -> sp.csr_matrix:
-        row = self.tile_rows()[rows_of(self.indptr)]
-        coo = sp.coo_matrix((self.data, (row, self.indices)), shape=self.shape)
-        return canonical_csr(coo.tocsr())
+    def light_tiles(self) -> int:
+        return 0
 
 
 def pieces_arrays(xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int],
@@ -126,45 +98,19 @@ def device_arrays(
     return pieces_arrays(xp, indptr, indices, values, shape, panel_width(option))
 
 
-def _check_width(host: PiecesLayout, option: str | None) -> int:
-    width = panel_width(option)
-    need(host.width == width, "pieces", f"panels of {host.width} columns, the kernel's {width}")
-    return width
-
-
 def pack(host: PiecesLayout, option: str | None) -> Packed:
     """The kernel's arguments, after checking a host layout (perhaps built by hand) keeps the
     layout's rules: every nonzero lies in its piece's panel, the heavy rows are distinct."""
-    width = _check_width(host, option)
-    rows, cols = host.shape
-    nnz = len(host.indices)
-    panels = panel_count(cols, width)
-    heavy = np.asarray(host.heavy_rows, dtype=np.int64)
-    count = len(heavy)
-    check_ptr(host.indptr, panels * count, nnz, "pieces", "tile")
-    need(len(host.data) == nnz, "pieces", f"{len(host.data)} values for {nnz} columns")
-    need(in_range(host.indices, 0, cols), "pieces", "a column lies outside the matrix")
-    need(in_range(heavy, 0, rows) and bool(np.all(np.diff(heavy) > 0)), "pieces",
-         "the heavy rows are not distinct rows of the matrix in ascending order")
-    if count:
-        panel = rows_of(host.tile_ptr()) // count
-        need(bool(np.all(np.asarray(host.indices, dtype=np.int64) // width == panel)),
-             "pieces", "a heavy row's nonzero lies outside its piece's panel")
+    heavy, panels = panel_pieces.check_pieces(host, option, "pieces")
     return Packed(
         {"indptr": host.indptr, "indices": host.indices, "values": host.data,
          "heavy_rows": heavy},
-        {"heavy": count, "panels": panels},
+        {"heavy": len(heavy), "panels": panels},
     )
 
 
 def entries(host: PiecesLayout, option: str | None) -> Entries:
-    _check_width(host, option)
-    return Entries(
-        atom=np.arange(len(host.indices), dtype=np.int64),
-        row=host.tile_rows()[rows_of(host.indptr)],
-        col=np.asarray(host.indices, dtype=np.int64),
-        val=np.asarray(host.data, dtype=np.float64),
-    )
+    return panel_pieces.entries(host, option, "pieces")
 
 
 def _option(option: str | None) -> str:
