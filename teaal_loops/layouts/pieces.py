@@ -1,6 +1,6 @@
 """The heavy rows alone, in column panels (``pieces:W``; plain ``pieces`` is ``pieces:4096``):
-a matrix whose every non-empty row is heavy (at least
-:func:`~teaal_loops.matrix.heavy_rows.heavy_threshold` nonzeros), cut into pieces of W
+a matrix whose every non-empty row has at least
+:data:`~teaal_loops.matrix.heavy_rows.PIECE_MIN` nonzeros a panel, cut into pieces of W
 columns. Tile ``p * H + h`` holds heavy row h's nonzeros in panel p (H heavy rows, P =
 ``ceil(cols / W)`` panels), so the pieces of one panel are neighbours, as in ``heavy:W``.
 Every tile adds into its row atomically: the layout is ``stacked`` with every tile adding, so
@@ -13,8 +13,12 @@ both (a light row of one or two nonzeros wants a lane, a piece of a hundred a wa
 empty) and its heavy rows (this layout), and the two run as two launches, each under its own
 schedule: the light launch stores every row, then this one adds the pieces.
 
-A matrix with a non-empty light row is refused, naming the row: this layout holds the heavy
-rows only, and a product that dropped the light rows would be a wrong answer.
+Which rows are heavy is the split's choice (``split_heavy``'s ``min_nnz``, 4,096 by default;
+R-MAT's SpMM gains from 128, BENCHMARKS.md), not this layout's: it takes every row it is given,
+and asks of each only :data:`~teaal_loops.matrix.heavy_rows.PIECE_MIN` nonzeros a panel, so
+that its P * H tiles stay within an eighth of its nonzeros (memory bounded by the matrix). A
+non-empty row shorter than that is refused, naming the row: building its pieces anyway would
+drop it, and a product missing a row is a wrong answer.
 """
 
 from __future__ import annotations
@@ -35,10 +39,9 @@ from teaal_loops.layouts.host import (
 from teaal_loops.layouts.panel_pieces import PanelPiecesLayout
 from teaal_loops.layouts.registry import register
 from teaal_loops.matrix.heavy_rows import (
-    HEAVY_MIN_NNZ,
+    PIECE_MIN,
     heavy_arrays,
     heavy_threshold,
-    min_nnz_option,
     panel_count,
 )
 from teaal_loops.types import KernelParam
@@ -59,31 +62,31 @@ class PiecesLayout(PanelPiecesLayout):
 
 
 def pieces_arrays(xp: Any, indptr: Any, indices: Any, values: Any, shape: tuple[int, int],
-                  width: int, min_nnz: int = HEAVY_MIN_NNZ) -> dict[str, Any]:
+                  width: int) -> dict[str, Any]:
     """The layout's arrays and counts from CSR arrays where they are (NumPy or CuPy), after
-    refusing a non-empty row that is not heavy."""
+    refusing a non-empty row too short for its pieces (module docstring)."""
     rows, cols = shape
     ptr = xp.asarray(indptr, dtype=xp.int64)
     lengths = ptr[1:] - ptr[:-1]
-    threshold = heavy_threshold(panel_count(cols, width), min_nnz)
+    panels = panel_count(cols, width)
+    threshold = heavy_threshold(panels, min_nnz=1)  # PIECE_MIN a panel
     light = xp.flatnonzero((lengths > 0) & (lengths < threshold))
     if int(light.size):
         row = int(light[0])
         raise LayoutError(
-            f"layout pieces:{width}: row {row} has {int(lengths[row])} nonzeros, fewer than a "
-            f"heavy row's {threshold}; this layout holds the heavy rows alone "
-            "(teaal_loops.split_heavy splits a matrix into its light and heavy rows)")
-    built = heavy_arrays(xp, indptr, indices, values, shape, width, min_nnz)
+            f"layout pieces:{width}: row {row} has {int(lengths[row])} nonzeros, fewer than "
+            f"{threshold} ({PIECE_MIN} for each of {panels} panels); this layout holds the "
+            "heavy rows alone (teaal_loops.split_heavy splits a matrix into its light and "
+            "heavy rows)")
+    built = heavy_arrays(xp, indptr, indices, values, shape, width, min_nnz=1)
     return {**built, "indptr": built["indptr"][rows:]}  # the rows' tiles are all empty
 
 
 def build(csr: sp.csr_matrix, **options: Any) -> PiecesLayout:
-    """``width``: the panel width (the option after ``pieces:``); ``min_nnz``: the fewest
-    nonzeros of a heavy row (default 4096; small matrices in tests)."""
+    """``width``: the panel width (the option after ``pieces:``)."""
     width = panel_width(options.pop("width", None))
-    min_nnz = min_nnz_option(options.pop("min_nnz", HEAVY_MIN_NNZ), "layout pieces")
-    no_options("pieces", options, ("width", "min_nnz"))
-    built = pieces_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width, min_nnz)
+    no_options("pieces", options, ("width",))
+    built = pieces_arrays(np, csr.indptr, csr.indices, csr.data, csr.shape, width)
     index = signed_index(csr.indices.dtype)
     return PiecesLayout(csr.shape, int(csr.nnz), width, built["heavy_rows"].astype(index),
                         built["indptr"].astype(index), built["indices"].astype(index),

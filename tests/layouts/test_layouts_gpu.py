@@ -276,8 +276,32 @@ def test_a_device_matrix_split_runs_as_two_launches_that_sum_to_the_product() ->
     y = spmv_light(light, xd)
     spmv_heavy.launch(spmv_heavy.prepare(heavy), xd, y)
     np.testing.assert_allclose(y.get(), A @ x, rtol=1e-12, atol=1e-12)
-    with pytest.raises(LayoutError, match="fewer than a heavy row's"):
+    with pytest.raises(LayoutError, match=r"fewer than 320 \(8 for each of 40 panels\)"):
         spmv_heavy.prepare(csp.csr_matrix(A))
+
+
+def test_a_device_split_at_a_low_minimum_puts_rows_of_hundreds_in_the_pieces() -> None:
+    """``split_heavy(..., min_nnz=64)`` on an R-MAT graph (the split R-MAT's SpMM gains
+    from): the 475 rows of 64 nonzeros and more, half the nonzeros, become pieces that the
+    device builder takes, and the two launches sum to the product."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import teaal_loops
+
+    A = gpu_cases.load("synthetic:rmat:rows=16384,nnz=200000,seed=1")
+    light, heavy = teaal_loops.split_heavy(csp.csr_matrix(A), 8192, min_nnz=64)
+    lengths = cupy.diff(heavy.indptr)
+    assert int((lengths > 0).sum()) == int((np.diff(A.indptr) >= 64).sum()) == 475
+    assert int(lengths[lengths > 0].min()) >= 64 and heavy.nnz > 0.5 * A.nnz
+    B = cupy.asarray(np.random.default_rng(5).uniform(-1, 1, (A.shape[1], 8)))
+    spmm_light = teaal_loops.compile(cases.SPECS / "spmm" / "group_lanes_vec.yaml",
+                                     dtype="float64")
+    spmm_heavy = teaal_loops.compile(cases.SPECS / "spmm" / "nonzero_split_vec.yaml",
+                                     layout="pieces:8192", dtype="float64")
+    Z = spmm_light(light, B)
+    spmm_heavy.bind_dense(heavy, (B,), out=Z, accumulate=True).launch()
+    np.testing.assert_allclose(Z.get(), A @ B.get(), rtol=1e-12, atol=1e-12)
 
 
 def test_auto_runs_a_large_random_matrix_over_column_panels() -> None:

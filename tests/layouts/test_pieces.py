@@ -29,6 +29,7 @@ from tests.layouts import cases
 from tests.layouts import emulation as layout_emu
 
 ROWS, COLS, WIDTH, MIN_NNZ = *cases.HEAVY_ROWS_SHAPE, 32, 20  # heavy from max(20, 8 * 10 panels)
+PIECES_FROM = 80  # the layout's own floor: 8 nonzeros for each of 10 panels
 HEAVY, LIGHT_LONGEST = cases.HEAVY_ROW_LENGTHS, cases.LIGHT_LONGEST
 
 
@@ -41,7 +42,7 @@ def _split(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 def _host(heavy: sp.csr_matrix) -> PiecesLayout:
-    return convert(heavy, f"pieces:{WIDTH}", min_nnz=MIN_NNZ)
+    return convert(heavy, f"pieces:{WIDTH}")
 
 
 def test_the_split_keeps_light_rows_in_one_matrix_and_heavy_rows_in_the_other() -> None:
@@ -89,20 +90,35 @@ def test_tiles_are_each_panels_pieces_with_columns_in_their_panel() -> None:
     np.testing.assert_array_equal(host.to_csr().toarray(), heavy.toarray())
 
 
-def test_a_matrix_with_a_light_row_is_refused_by_row() -> None:
-    """The layout holds the heavy rows alone: a product that dropped the others would be a
-    wrong answer, so a light row is named and refused."""
+def test_a_row_too_short_for_its_pieces_is_refused_by_row() -> None:
+    """The layout holds the heavy rows alone, each with 8 nonzeros a panel at least (its tiles
+    then stay within an eighth of the nonzeros): building a shorter row's pieces would drop
+    it, and a product missing a row is a wrong answer, so the row is named and refused."""
     A = _matrix()
     lengths = np.diff(A.indptr)
-    first = next(r for r in range(ROWS) if 0 < lengths[r] < 80)
-    with pytest.raises(LayoutError,
-                       match=f"row {first} has {lengths[first]} nonzeros, fewer than a heavy row's 80"):
-        convert(A, f"pieces:{WIDTH}", min_nnz=MIN_NNZ)
-    _, heavy = _split(A)
-    with pytest.raises(LayoutError, match="row 3 has 90 nonzeros, fewer than a heavy row's 91"):
-        convert(heavy, f"pieces:{WIDTH}", min_nnz=91)
+    first = next(r for r in range(ROWS) if 0 < lengths[r] < PIECES_FROM)
+    with pytest.raises(LayoutError, match=f"row {first} has {lengths[first]} nonzeros, fewer "
+                                          f"than {PIECES_FROM} \\(8 for each of 10 panels\\)"):
+        convert(A, f"pieces:{WIDTH}")
+    with pytest.raises(LayoutError, match="unknown option.*min_nnz|min_nnz.*unknown"):
+        convert(_split(A)[1], f"pieces:{WIDTH}", min_nnz=91)  # the split chooses the rows
     empty = convert(sp.csr_matrix((ROWS, COLS)), f"pieces:{WIDTH}")
     assert (len(empty.tile_ptr()), len(empty.heavy_rows)) == (1, 0)  # no rows: no tiles
+
+
+def test_the_split_chooses_the_heavy_rows_and_the_layout_takes_them() -> None:
+    """A low ``min_nnz`` (R-MAT's SpMM gains from 128) puts rows far under the default's 4,096
+    in the pieces; the layout takes every one with 8 nonzeros a panel. In panels of 150
+    columns (2 panels, a floor of 16) and from 20 nonzeros, row 25 (79) is heavy too."""
+    A = _matrix()
+    light, heavy = teaal_loops.split_heavy(A, 150, min_nnz=MIN_NNZ)
+    want = sorted([*HEAVY, 25])
+    np.testing.assert_array_equal(np.flatnonzero(np.diff(heavy.indptr)), want)
+    host = convert(heavy, "pieces:150")
+    np.testing.assert_array_equal(host.heavy_rows, want)
+    assert len(host.tile_ptr()) == 2 * len(want) + 1
+    np.testing.assert_array_equal(host.to_csr().toarray(), heavy.toarray())
+    np.testing.assert_array_equal((light + heavy).toarray(), A.toarray())
 
 
 @pytest.mark.parametrize(("given", "canonical"),
@@ -141,6 +157,8 @@ def test_a_host_layout_that_breaks_the_rules_is_refused() -> None:
 def test_the_device_builder_gives_the_host_builders_arrays_and_refuses_light_rows() -> None:
     A = sp.random(30, 9000, density=0.02, format="csr", random_state=2).tolil()
     A[4, :5000] = 1.0  # 5,000 nonzeros: heavy at the default minimum
+    A[7, :] = 0.0
+    A[7, :3] = 2.0  # too short for pieces of 9 panels (the other rows have about 180)
     light, heavy = teaal_loops.split_heavy(A.tocsr(), 1024)
     row4 = A.tocsr()[4].nnz  # 5,000 and the random ones past them
     assert heavy.nnz == row4 and light.nnz == A.nnz - row4
@@ -150,7 +168,7 @@ def test_the_device_builder_gives_the_host_builders_arrays_and_refuses_light_row
                                                            packed.scalars["panels"])
     for name, array in packed.arrays.items():
         np.testing.assert_array_equal(built[name], array, err_msg=name)
-    with pytest.raises(LayoutError, match="fewer than a heavy row's"):
+    with pytest.raises(LayoutError, match="fewer than 72 \\(8 for each of 9 panels\\)"):
         device_arrays(np, A.tocsr().indptr, A.tocsr().indices, A.tocsr().data, A.shape, "1024")
 
 
