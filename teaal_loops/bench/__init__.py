@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from teaal_loops.bench import plan
-from teaal_loops.bench.context import BenchOptions
+from teaal_loops.bench.case_split import parse_split
+from teaal_loops.bench.context import BenchOptions, SplitAt
 from teaal_loops.bench.harness import run_bench
 from teaal_loops.bench.plan import (
     DEFAULT_WIDTHS,
@@ -72,7 +73,7 @@ def bench(
     sources: Sequence[tuple[str, Path]] = (),
     l2_persist: bool = False,
     widths: Mapping[str, Sequence[int]] | None = None,
-    splits: Sequence[int | str] = (),
+    splits: Sequence[int | str | SplitAt] = (),
     kernels: Sequence[str] = (),
     reps: int = 25,
     warmup: int = 5,
@@ -90,7 +91,8 @@ def bench(
     block sizes too; ``sources`` adds, per ``(label, file)``, the variant ``label`` launching
     ``file`` (:mod:`.variants`); ``l2_persist`` times every SpMV variant also with x held
     persisting in L2 (label ``+l2persist``); ``splits`` times every SpMV and SpMM case also
-    split at its heavy rows, at each of these panel widths (:mod:`.case_split`)."""
+    split at its heavy rows, at each of these panel widths, ``W`` or ``W:MIN`` (heavy from MIN
+    nonzeros; :mod:`.case_split`)."""
 
     check_splits(splits)  # a bad width is refused before any matrix is read
     if not kernels and not suites and specs:
@@ -131,17 +133,16 @@ def bench(
     return run_bench(options, progress)
 
 
-def check_splits(splits: Sequence[int | str],
-                 kernels: Sequence[str] | None = None) -> tuple[int, ...]:
-    """The panel widths of ``--split``, each checked as ``pieces:W`` checks its own; refused
-    where ``kernels`` (the run's, when known) hold neither SpMV nor SpMM (what a split times)."""
-    from teaal_loops.layouts.pieces import panel_width
-
-    widths = tuple(dict.fromkeys(panel_width(w) for w in splits))
-    if widths and kernels is not None and not {"spmv", "spmm"} & set(kernels):
-        raise TeaalLoopsError(f"--split {widths[0]}: a split times SpMV and SpMM; add a suite "
-                              "or specs of either to the run")
-    return widths
+def check_splits(splits: Sequence[int | str | SplitAt],
+                 kernels: Sequence[str] | None = None) -> tuple[SplitAt, ...]:
+    """The splits of ``--split`` (``W`` or ``W:MIN``, :func:`.case_split.parse_split`);
+    refused where ``kernels`` (the run's, when known) hold neither SpMV nor SpMM (what a split
+    times)."""
+    wanted = tuple(dict.fromkeys(parse_split(s) for s in splits))
+    if wanted and kernels is not None and not {"spmv", "spmm"} & set(kernels):
+        raise TeaalLoopsError(f"--split {wanted[0].name.removeprefix('split:')}: a split times "
+                              "SpMV and SpMM; add a suite or specs of either to the run")
+    return wanted
 
 
 def _with_experiments(

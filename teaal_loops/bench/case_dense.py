@@ -93,10 +93,10 @@ def run_case(ctx: Context, entry: MatrixEntry, kind: str, dtype: str, width: int
         ctx.forget(variant, dtype, mats)
         results.append(result)
         ctx.advance(records.variant_line(result))
-    for panel in options.splits if kind == "spmm" else ():
-        ctx.say(f"{entry.name} {kind} {width} {dtype}: split:{panel}")
+    for at in options.splits if kind == "spmm" else ():
+        ctx.say(f"{entry.name} {kind} {width} {dtype}: {at.name}")
         result = case_split.split_result(
-            ctx, panel, kind, dtype, mats, denses, check, nbytes, baseline_ms,
+            ctx, at, kind, dtype, mats, denses, check, nbytes, baseline_ms,
             lambda v, m, c: dense_timing.time_variant(ctx, v, dtype, width, m, denses, c,
                                                       nbytes, None))
         results.append(result)

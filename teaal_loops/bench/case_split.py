@@ -1,15 +1,17 @@
-"""A case run split at its heavy rows (``bench --split W``; SpMV and SpMM): two launches,
+"""A case run split at its heavy rows (``bench --split W[:MIN]``; SpMV and SpMM): two launches,
 each under the schedule that suits its rows.
 
-The matrix is split on the device (:func:`teaal_loops.split_heavy`): the light rows as CSR
-(heavy rows empty), the heavy rows as ``pieces:W``. Every variant of the run is timed on each
+The matrix is split on the device (:func:`teaal_loops.split_heavy`, rows of at least MIN
+nonzeros heavy, 4,096 by default): the light rows as CSR (heavy rows empty), the heavy rows
+as ``pieces:W``. Every variant of the run is timed on each
 part alone (checked against that part's own product; the pieces also in blocks of
 :data:`PIECES_BLOCK_THREADS`), the fastest of each is kept, and then the pair is prepared once
 and timed as one operation: the light launch storing every row, the pieces' launch adding into
 it (SpMM: ``bind_dense(..., accumulate=True)``; SpMV: the raw ``launch``, which never zeroes),
 checked against the whole matrix's product. That pair is the case's result
-``split:W[light + pieces]``; the parts' times (each variant's, and the fastest) ride along in
-its ``split`` record. A matrix with no heavy row at W is recorded as skipped.
+``split:W[light + pieces]`` (``split:W:MIN[...]`` for another MIN); the parts' times (each
+variant's, and the fastest) ride along in its ``split`` record. A matrix with no heavy row is
+recorded as skipped.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from teaal_loops.bench import dense_timing, records, sides
-from teaal_loops.bench.context import Context
+from teaal_loops.bench.context import Context, SplitAt
 from teaal_loops.bench.cusparse import checks
 from teaal_loops.bench.variants import Variant, prepare_variant
+from teaal_loops.errors import TeaalLoopsError
+from teaal_loops.layouts.pieces import panel_width
+from teaal_loops.matrix.heavy_rows import min_nnz_option
 
 # The pieces part is also timed in blocks of this many threads: the pieces of one panel are
 # neighbouring tiles gathering from the same rows of B, and a larger block walks more of them
@@ -32,30 +37,45 @@ from teaal_loops.bench.variants import Variant, prepare_variant
 PIECES_BLOCK_THREADS = 512
 
 
+def parse_split(value: int | str | SplitAt) -> SplitAt:
+    """``--split``'s ``W`` or ``W:MIN`` (panel width, fewest nonzeros of a heavy row), each
+    read as ``pieces:W`` and ``split_heavy`` read theirs; else one line naming the value."""
+    if isinstance(value, SplitAt):
+        return value
+    width, sep, low = str(value).partition(":")
+    if not sep:
+        return SplitAt(panel_width(value if isinstance(value, int) else width))
+    if not low.strip().isdecimal():
+        raise TeaalLoopsError(f"--split {value}: MIN after the colon must be a whole number "
+                              "of nonzeros, e.g. --split 65536:128")
+    return SplitAt(panel_width(width), min_nnz_option(int(low), f"--split {value}"))
+
+
 # (variant, the part's matrices, the part's check) -> the variant's record on that part
 TimePart = Callable[[Variant, list[Any], sides.Check], dict[str, Any]]
 
 
-def split_result(ctx: Context, panel: int, kind: str, dtype: str, mats: list[Any],
+def split_result(ctx: Context, at: SplitAt, kind: str, dtype: str, mats: list[Any],
                  inputs: list[Any], check: sides.Check, nbytes: int,
                  baseline_ms: float | None, time_part: TimePart) -> dict[str, Any]:
-    """The record of the split at panels of ``panel`` columns (module docstring). ``kind``:
-    ``spmv`` (``inputs``: x, a copy per matrix) or ``spmm`` (``inputs``: the dense operand
-    tuples); ``time_part`` times one variant on one part as the case times its variants."""
+    """The record of the split ``at`` (module docstring). ``kind``: ``spmv`` (``inputs``: x,
+    a copy per matrix) or ``spmm`` (``inputs``: the dense operand tuples); ``time_part`` times
+    one variant on one part as the case times its variants."""
     from teaal_loops.runtime.split import split_heavy
 
-    layout = f"pieces:{panel}"
-    result: dict[str, Any] = {"label": f"split:{panel}", "spec": "split", "params": {},
-                              "layout": f"split:{panel}"}
-    parts = [split_heavy(m, panel) for m in mats]
+    layout = f"pieces:{at.width}"
+    result: dict[str, Any] = {"label": at.name, "spec": "split", "params": {},
+                              "layout": at.name}
+    parts = [split_heavy(m, at.width, min_nnz=at.min_nnz) for m in mats]
     lights, heavies = [p[0] for p in parts], [p[1] for p in parts]
     heavy_nnz = int(heavies[0].nnz)
-    info: dict[str, Any] = {"panel_width": panel, "light_nnz": int(lights[0].nnz),
-                            "heavy_nnz": heavy_nnz,
+    info: dict[str, Any] = {"panel_width": at.width, "min_nnz": at.min_nnz,
+                            "light_nnz": int(lights[0].nnz), "heavy_nnz": heavy_nnz,
                             "heavy_rows": int((ctx.cp.diff(heavies[0].indptr) > 0).sum())}
     result["split"] = info
     if heavy_nnz == 0:
-        result["skipped"] = f"no row is heavy at panels of {panel} columns"
+        result["skipped"] = (f"no row is heavy at panels of {at.width} columns from "
+                             f"{at.min_nnz} nonzeros")
         return result
     # the run's variants, each spec and parameters once, in CSR for the light rows (the
     # persisting-L2 experiment and other layouts aside)
@@ -79,7 +99,7 @@ def split_result(ctx: Context, panel: int, kind: str, dtype: str, mats: list[Any
 
         timed = []
         for variant in candidates:
-            ctx.say(f"split:{panel} {part}: {variant.label}")
+            ctx.say(f"{at.name} {part}: {variant.label}")
             record = records.guarded_variant(
                 variant, lambda v=variant, m=matrices, c=part_check: time_part(v, m, c))
             ctx.forget(variant, dtype, matrices)
@@ -92,7 +112,7 @@ def split_result(ctx: Context, panel: int, kind: str, dtype: str, mats: list[Any
         best[part] = variant
         info[part] = {"label": label, "median_ms": ms, "variants": len(timed),
                       "times_ms": {lab: t for t, _, lab in timed}}
-    result["label"] = (f"split:{panel}[{best['light'].label} + "
+    result["label"] = (f"{at.name}[{best['light'].label} + "
                        f"{best['pieces'].label.replace('@' + layout, '')}]")
     pair = _spmv_pair if kind == "spmv" else _spmm_pair
     try:

@@ -108,10 +108,10 @@ def run_case(ctx: Context, entry: MatrixEntry, dtype: str, loaded: Any,
             result["auto"] = True
         results.append(result)
         ctx.advance(records.variant_line(result))
-    for panel in [] if options.only_auto else options.splits:
-        ctx.say(f"{entry.name} {dtype}: split:{panel}")
+    for at in [] if options.only_auto else options.splits:
+        ctx.say(f"{entry.name} {dtype}: {at.name}")
         result = case_split.split_result(
-            ctx, panel, "spmv", dtype, mats, xs, check, nbytes, baseline_ms,
+            ctx, at, "spmv", dtype, mats, xs, check, nbytes, baseline_ms,
             lambda v, m, c: _time_variant(ctx, v, dtype, m, xs, c, nbytes, None))
         results.append(result)
         ctx.advance(records.variant_line(result))

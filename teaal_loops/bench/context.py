@@ -13,9 +13,28 @@ from teaal_loops.bench.plan import DEFAULT_WIDTHS
 from teaal_loops.bench.progress import Progress
 from teaal_loops.bench.suite import MatrixEntry, PlanItem
 from teaal_loops.bench.variants import Variant, compile_variant
+from teaal_loops.matrix.heavy_rows import HEAVY_MIN_NNZ
 from teaal_loops.matrix.limit_model import GatherCurve
 
 ROTATE_FACTOR = 3.0  # inputs are rotated until the sets span this many L2 caches
+
+
+@dataclass(frozen=True)
+class SplitAt:
+    """Where a case is split: heavy rows from ``min_nnz`` nonzeros, in panels of ``width``
+    columns. The default minimum (4,096) suits a few rows of tens of thousands (longrows);
+    R-MAT's SpMM gains from 128, its rows of hundreds walked apart from its short ones
+    (BENCHMARKS.md)."""
+
+    width: int
+    min_nnz: int = HEAVY_MIN_NNZ
+
+    @property
+    def name(self) -> str:
+        """``split:W``, or ``split:W:MIN`` for another minimum: the label and layout of the
+        case's result."""
+        tail = "" if self.min_nnz == HEAVY_MIN_NNZ else f":{self.min_nnz}"
+        return f"split:{self.width}{tail}"
 
 
 @dataclass
@@ -39,9 +58,9 @@ class BenchOptions:
     plan: Sequence[PlanItem] = ()  # default: every entry with SpMV
     kernel_variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
     widths: Mapping[str, Sequence[int]] = field(default_factory=lambda: dict(DEFAULT_WIDTHS))
-    # SpMV and SpMM: also time each case split at its heavy rows, for each panel width here
+    # SpMV and SpMM: also time each case split at its heavy rows, at each of these
     # (teaal_loops.bench.case_split)
-    splits: Sequence[int] = ()
+    splits: Sequence[SplitAt] = ()
 
     def items(self) -> list[PlanItem]:
         return list(self.plan) or [PlanItem(e, ("spmv",)) for e in self.entries]

@@ -60,11 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="value type (repeatable; default f32)")
     p.add_argument("--layout", action="append",
                    help="SpMV layouts (repeatable; default csr); the dense suites run CSR")
-    p.add_argument("--split", action="append", default=[], metavar="W",
+    p.add_argument("--split", action="append", default=[], metavar="W[:MIN]",
                    help="also time every SpMV and SpMM case split at its heavy rows "
-                   "(repeatable): the light rows in CSR and the heavy rows in pieces:W, each "
-                   "under the fastest of the run's variants, then the two as one timed pair "
-                   "(teaal_loops.split_heavy; label split:W[...])")
+                   "(repeatable): rows of at least MIN nonzeros (default 4096) heavy, the "
+                   "light rows in CSR and the heavy rows in pieces:W, each under the fastest "
+                   "of the run's variants, then the two as one timed pair "
+                   "(teaal_loops.split_heavy; label split:W[...], split:W:MIN[...])")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a parameter in every spec that has it (repeatable)")
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",

@@ -160,19 +160,33 @@ def test_a_split_is_refused_where_no_spmm_is_timed_or_its_width_is_bad() -> None
     """Refused before anything runs (no GPU needed): a split times SpMM; a panel width is
     checked as pieces:W checks its own."""
     from teaal_loops.bench import check_splits
+    from teaal_loops.bench.context import SplitAt
     from teaal_loops.errors import LayoutError, TeaalLoopsError
 
-    assert check_splits(["1024", 1024, 4096], ("spmm",)) == (1024, 4096)
+    assert check_splits(["1024", 1024, 4096, "1024:4096"], ("spmm",)) == (SplitAt(1024),
+                                                                          SplitAt(4096))
     assert check_splits([], ("spmv",)) == ()
-    assert check_splits([1024], ("spmv",)) == (1024,)
+    assert check_splits([1024], ("spmv",)) == (SplitAt(1024),)
+    low = check_splits(["65536:128", " 65536 : 128"], ("spmm",))
+    assert low == (SplitAt(65536, 128),) and low[0].name == "split:65536:128"
+    assert SplitAt(1024).name == "split:1024"  # the default minimum is not named
     with pytest.raises(TeaalLoopsError, match="a split times SpMV and SpMM; add a suite"):
         check_splits([1024], ("sddmm",))
+    with pytest.raises(TeaalLoopsError, match="--split 1024:128: a split times"):
+        check_splits(["1024:128"], ("sddmm",))
     with pytest.raises(LayoutError, match="32 to 16777216"):
         check_splits([16], ("spmm",))
+    for bad, message in (("1024:abc", "MIN after the colon must be a whole number"),
+                         ("1024:", "MIN after the colon"), ("1024:-3", "MIN after the colon"),
+                         ("1024:0", "min_nnz=0 must be a whole number >= 1"),
+                         ("x:128", "the panel width in columns")):
+        with pytest.raises(TeaalLoopsError, match=message):
+            check_splits([bad], ("spmm",))
 
 
 @pytest.mark.parametrize(("split", "message"), [
     ("abc", "the panel width in columns"), ("1024", "a split times SpMV and SpMM"),
+    ("1024:many", "MIN after the colon must be a whole number"),
 ])
 def test_the_command_line_refuses_a_bad_split_in_one_line(
     split: str, message: str, capsys: pytest.CaptureFixture[str],
@@ -180,7 +194,7 @@ def test_the_command_line_refuses_a_bad_split_in_one_line(
     from teaal_loops.cli import main
 
     rc = main(["bench", "--synthetic", "uniform:rows=40,nnz=200,seed=1", "--split", split,
-               *([] if split == "abc" else [str(SPECS / "sddmm" / "thread_per_nonzero.yaml")]),
+               *([] if split != "1024" else [str(SPECS / "sddmm" / "thread_per_nonzero.yaml")]),
                "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and message in err[0], err

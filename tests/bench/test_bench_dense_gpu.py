@@ -130,6 +130,7 @@ def test_a_split_case_times_both_parts_and_the_pair_checked_against_the_whole(
     _check_side(split)
     info = split["split"]
     assert info["heavy_rows"] == 8 and info["heavy_nnz"] + info["light_nnz"] == long_case["nnz"]
+    assert (info["panel_width"], info["min_nnz"]) == (1024, 4096)
     timed = sum(1 for r in long_case["results"] if r["layout"] == "csr" and r.get("valid"))
     # every variant of the run ran on each part, the pieces also in blocks of 512 threads
     for part, count in (("light", timed), ("pieces", 2 * timed)):
@@ -138,4 +139,4 @@ def test_a_split_case_times_both_parts_and_the_pair_checked_against_the_whole(
     assert split["label"] == (f"split:1024[{info['light']['label']} + "
                               f"{info['pieces']['label'].replace('@pieces:1024', '')}]")
     none = next(r for r in uniform_case["results"] if r["layout"] == "split:1024")
-    assert none["skipped"] == "no row is heavy at panels of 1024 columns"
+    assert none["skipped"] == "no row is heavy at panels of 1024 columns from 4096 nonzeros"
