@@ -81,7 +81,7 @@ def test_generate_a_folder_renders_every_spec_in_it_and_below(tmp_path: Path) ->
     assert main(["generate", str(SPECS), "-o", str(tmp_path)]) == 0
     specs = list(SPECS.rglob("*.yaml"))  # the library, every folder
     names = sorted(p.name for p in tmp_path.glob("*.cu"))
-    assert len(specs) == 34 and len(names) == len(specs)
+    assert len(specs) == 35 and len(names) == len(specs)
     assert "thread_mapped.csr.f32.cu" in names and "thread_mapped.csc.f32.cu" in names
 
 
@@ -127,7 +127,7 @@ def test_output_naming_a_cu_file_writes_that_one_kernel(tmp_path: Path) -> None:
         (["{spec}", "--dtype", "both", "-o", "{tmp}/two.cu"],
          "names one file, but 2 kernels would be written"),
         (["{spec}", "{other}", "-o", "{tmp}/two.cu"], "2 kernels would be written"),
-        (["--all", "--specs-dir", "{specs}", "-o", "{tmp}/all.cu"], "--all writes 68 kernels"),
+        (["--all", "--specs-dir", "{specs}", "-o", "{tmp}/all.cu"], "--all writes 70 kernels"),
         (["{spec}", "-o", "{file}"], "is a file, expected a folder"),
         (["{spec}", "-o", "{file}/x.cu"], "is not a directory"),
         (["{spec}", "-o", "{file}/sub"], "cannot write"),
