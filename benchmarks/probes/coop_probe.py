@@ -177,6 +177,15 @@ def dense_case(A, n, timer):
     return B, ref, bound, Z, base
 
 
+def checked(op, out, ref, bound, zero=True):
+    """``op``'s output against ``ref`` in units of the rounding scale ``bound``: ``out`` zeroed
+    first (a launch that adds) or, ``zero=False``, poisoned with NaN (one that must store)."""
+    out.fill(0 if zero else np.nan)
+    op()
+    cp.cuda.Device().synchronize()
+    return float(cp.abs(out.astype(cp.float64) - ref).max()) / bound
+
+
 def main():
     timer = Timer(cp)
     module = cp.RawModule(code=kernel_source(), options=("--std=c++17",))

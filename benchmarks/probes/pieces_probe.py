@@ -17,7 +17,6 @@ BLOCK_SIZE 8 / 32, against heavy_probe's hand kernel). Output: $OUT/pieces_probe
 """
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -69,21 +68,6 @@ def build_options(build):
     return out
 
 
-def checked(op, Z, ref, bound):
-    Z.fill(0)
-    op()
-    cp.cuda.Device().synchronize()
-    return float(cp.abs(Z.astype(cp.float64) - ref).max()) / bound
-
-
-def timed(timer, ops):
-    times = {k: [] for k in ops}
-    for _round in range(3):
-        for label, op in ops.items():
-            times[label].append(timer.queued(lambda i, op=op: op(), REPS).median * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def spmm(timer, module, A, heavy, n):
     rows, cols = A.shape
     rng = np.random.default_rng(1)
@@ -118,11 +102,11 @@ def spmm(timer, module, A, heavy, n):
                 ops[label] = launch.launch
                 regs[label] = FORCED["regs"]
     FORCED["options"] = ()
-    errors = {label: checked(op, Z, ref, bound) for label, op in ops.items()}
+    errors = {label: coop_probe.checked(op, Z, ref, bound) for label, op in ops.items()}
     bad = {k: v for k, v in errors.items() if not v < 1e-5}
     if bad:
         print("WRONG", n, bad, flush=True)
-    med = timed(timer, {k: v for k, v in ops.items() if k not in bad})
+    med = heavy_probe.timed(timer, {k: v for k, v in ops.items() if k not in bad})
     print(f"== SpMM pieces of {MAT}, N = {n}", flush=True)
     for k, v in sorted(med.items(), key=lambda kv: kv[1]):
         print(f"   {k:60s} {v:8.1f} us  regs {regs.get(k, regs.get('hand'))}", flush=True)
@@ -158,8 +142,8 @@ def spmv(timer, module):
                 k = compile_variant(variant, "float32")
                 prepared = k.prepare(heavy)
                 ops[variant.label] = (lambda k=k, p=prepared: k.launch(p, x, y))
-    errors = {label: checked(op, y, ref, bound) for label, op in ops.items()}
-    med = timed(timer, {k: v for k, v in ops.items() if errors[k] < 1e-5})
+    errors = {label: coop_probe.checked(op, y, ref, bound) for label, op in ops.items()}
+    med = heavy_probe.timed(timer, {k: v for k, v in ops.items() if errors[k] < 1e-5})
     print("== SpMV pieces of longrows", {k: v for k, v in errors.items() if not v < 1e-5},
           flush=True)
     for k, v in sorted(med.items(), key=lambda kv: kv[1]):

@@ -16,7 +16,6 @@ float64 first. Output: $OUT/rmat_split_probe.json.
 """
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from teaal_loops.matrix import heavy_rows
 
 sys.path.insert(0, os.path.dirname(__file__))
 import coop_probe  # noqa: E402  (beside this file)
+import heavy_probe  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
 MATS = os.environ.get("PMATS", "rmat-s20").split(",")
@@ -65,21 +65,6 @@ def launcher(spec, params, layout, matrix, B, Z, tpb=None, accumulate=False):
     return variant.label, k.bind_dense(k.prepare(matrix), (B,), Z).launch
 
 
-def checked(op, Z, ref, bound, zero):
-    Z.fill(0 if zero else np.nan)
-    op()
-    cp.cuda.Device().synchronize()
-    return float(cp.abs(Z.astype(cp.float64) - ref).max()) / bound
-
-
-def timed(timer, ops):
-    times = {k: [] for k in ops}
-    for _round in range(3):
-        for label, op in ops.items():
-            times[label].append(timer.queued(lambda i, op=op: op(), REPS).median * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def reference(M, B):
     ref = M.astype(cp.float64) @ B.astype(cp.float64)
     bound = float((abs(M).astype(cp.float64) @ abs(B).astype(cp.float64)).max()) or 1.0
@@ -92,12 +77,12 @@ def part(timer, specs, layout, matrix, B, Z, accumulate, tpbs=(None,)):
     for spec, params in specs:
         for tpb in tpbs:
             label, op = launcher(spec, params, layout, matrix, B, Z, tpb, accumulate)
-            err = checked(op, Z, ref, bound, zero=accumulate)
+            err = coop_probe.checked(op, Z, ref, bound, zero=accumulate)
             if err < 1e-5:
                 ops[label] = op
             else:
                 print("WRONG", layout, label, err, flush=True)
-    med = timed(timer, ops)
+    med = heavy_probe.timed(timer, ops)
     best = min(med, key=med.get)
     return med, best, ops[best]
 
@@ -132,8 +117,8 @@ def split_case(timer, A, B, Z, ref, bound, low, panel, light_part, whole_us):
         lop()
         pop()
 
-    err = checked(pair, Z, ref, bound, zero=False)
-    both = timed(timer, {"pair": pair})["pair"] if err < 1e-5 else None
+    err = coop_probe.checked(pair, Z, ref, bound, zero=False)
+    both = heavy_probe.timed(timer, {"pair": pair})["pair"] if err < 1e-5 else None
     print(f"   W {panel} min {low}: heavy rows {hrows} ({int(heavy.nnz)} nnz); light {lbest} "
           f"{lmed[lbest]:.1f} + pieces {pbest} {pmed[pbest]:.1f} = pair {both} us "
           f"(whole {whole_us:.1f}; err {err:.2e})", flush=True)
