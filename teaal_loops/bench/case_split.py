@@ -3,12 +3,12 @@ each under the schedule that suits its rows.
 
 The matrix is split on the device (:func:`teaal_loops.split_heavy`, rows of at least MIN
 nonzeros heavy, 4,096 by default): the light rows as CSR (heavy rows empty), the heavy rows
-as ``pieces:W``. Every variant of the run is timed on each
-part alone (checked against that part's own product; the pieces also in blocks of
-:data:`PIECES_BLOCK_THREADS`), the fastest of each is kept, and then the pair is prepared once
-and timed as one operation: the light launch storing every row, the pieces' launch adding into
-it (SpMM: ``bind_dense(..., accumulate=True)``; SpMV: the raw ``launch``, which never zeroes),
-checked against the whole matrix's product. That pair is the case's result
+as ``pieces:W``. Every variant of the run is timed on each part alone (checked against that
+part's own product; the pieces also in blocks of :data:`PIECES_BLOCK_THREADS`), the fastest
+of each is kept, and then the pair is prepared once and timed as one operation: the light
+launch storing every row, the pieces' launch adding into it (SpMM: ``bind_dense(...,
+accumulate=True)``; SpMV: the raw ``launch``, which never zeroes), checked against the whole
+matrix's product. That pair is the case's result
 ``split:W[light + pieces]`` (``split:W:MIN[...]`` for another MIN); the parts' times (each
 variant's, and the fastest) ride along in its ``split`` record. A matrix with no heavy row is
 recorded as skipped.

@@ -22,9 +22,9 @@ ROTATE_FACTOR = 3.0  # inputs are rotated until the sets span this many L2 cache
 @dataclass(frozen=True)
 class SplitAt:
     """Where a case is split: heavy rows from ``min_nnz`` nonzeros, in panels of ``width``
-    columns. The default minimum (4,096) suits a few rows of tens of thousands (longrows);
-    R-MAT's SpMM gains from 128, its rows of hundreds walked apart from its short ones
-    (BENCHMARKS.md)."""
+    columns. The default minimum (4,096) suits a few rows of tens of thousands (longrows, at
+    1,024 columns); R-MAT's SpMM gains from 64 at 262,144 columns, its rows of hundreds walked
+    apart from its short ones (BENCHMARKS.md)."""
 
     width: int
     min_nnz: int = HEAVY_MIN_NNZ

@@ -14,7 +14,7 @@ empty) and its heavy rows (this layout), and the two run as two launches, each u
 schedule: the light launch stores every row, then this one adds the pieces.
 
 Which rows are heavy is the split's choice (``split_heavy``'s ``min_nnz``, 4,096 by default;
-R-MAT's SpMM gains from 128, BENCHMARKS.md), not this layout's: it takes every row it is given,
+R-MAT's SpMM gains from 64, BENCHMARKS.md), not this layout's: it takes every row it is given,
 and asks of each only :data:`~teaal_loops.matrix.heavy_rows.PIECE_MIN` nonzeros a panel, so
 that its P * H tiles stay within an eighth of its nonzeros (memory bounded by the matrix). A
 non-empty row shorter than that is refused, naming the row: building its pieces anyway would

@@ -107,7 +107,7 @@ def test_a_row_too_short_for_its_pieces_is_refused_by_row() -> None:
 
 
 def test_the_split_chooses_the_heavy_rows_and_the_layout_takes_them() -> None:
-    """A low ``min_nnz`` (R-MAT's SpMM gains from 128) puts rows far under the default's 4,096
+    """A low ``min_nnz`` (R-MAT's SpMM gains from 64) puts rows far under the default's 4,096
     in the pieces; the layout takes every one with 8 nonzeros a panel. In panels of 150
     columns (2 panels, a floor of 16) and from 20 nonzeros, row 25 (79) is heavy too."""
     A = _matrix()
