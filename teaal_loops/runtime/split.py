@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from teaal_loops.errors import MatrixError
 from teaal_loops.layouts.pieces import panel_width
 from teaal_loops.matrix.convert import as_csr
 from teaal_loops.matrix.heavy_rows import (
@@ -29,6 +29,7 @@ from teaal_loops.matrix.heavy_rows import (
     min_nnz_option,
     split_rows,
 )
+from teaal_loops.runtime import backend
 from teaal_loops.runtime.device_matrix import is_device_object
 
 
@@ -44,10 +45,10 @@ def split_heavy(A: Any, width: int = DEFAULT_WIDTH, *,
         import cupyx.scipy.sparse as csp
 
         csr = A.tocsr()
-        xp, make = _cupy(), csp.csr_matrix
+        xp, make = backend.cupy_module(), csp.csr_matrix
     else:
         csr = as_csr(A)
-        xp, make = np, _scipy_csr
+        xp, make = np, sp.csr_matrix
     light, heavy = split_rows(xp, csr.indptr, csr.indices, csr.data, csr.shape, width,
                               min_nnz)
     return tuple(make((values, indices, indptr), shape=csr.shape)  # type: ignore[return-value]
@@ -57,17 +58,3 @@ def split_heavy(A: Any, width: int = DEFAULT_WIDTH, *,
 def _is_cupyx_sparse(A: Any) -> bool:
     return is_device_object(A) and hasattr(A, "tocsr")
 
-
-def _cupy() -> Any:
-    try:
-        import cupy
-    except ImportError as exc:  # pragma: no cover - a cupyx matrix implies CuPy
-        raise MatrixError(f"CuPy is not importable: {exc}") from None
-    return cupy
-
-
-def _scipy_csr(arrays: tuple[Any, Any, Any], shape: tuple[int, int]) -> Any:
-    """SciPy's ``csr_matrix((data, indices, indptr), shape=...)``."""
-    import scipy.sparse as sp
-
-    return sp.csr_matrix(arrays, shape=shape)
