@@ -113,18 +113,7 @@ def first_piece(host: HeavyLayout) -> int:
     return host.light_tiles()
 
 
-def _option(option: str | None) -> str:
-    return str(panel_width(option))
-
-
-def _template_options(option: str | None) -> dict[str, object]:
-    panel_width(option)  # checked; the kernel reads the counts, not the width
-    return {}
-
-
-def _build_options(option: str | None) -> dict[str, Any]:
-    return {"width": panel_width(option)}
-
+_WIDTH = panel_pieces.WidthOption("heavy")
 
 DEFINITION = register(
     "heavy",
@@ -158,7 +147,7 @@ DEFINITION = register(
     pack=pack,
     entries=entries,
     device_build=device_arrays,
-    option=_option,
-    template_options=_template_options,
-    build_options=_build_options,
+    option=_WIDTH.option,
+    template_options=_WIDTH.template_options,
+    build_options=_WIDTH.build_options,
 )

@@ -42,6 +42,27 @@ def panel_width(option: Any, layout: str) -> int:
                                default=DEFAULT_WIDTH, bounds=(MIN_WIDTH, MAX_WIDTH))
 
 
+@dataclass(frozen=True)
+class WidthOption:
+    """The three readings of a layout name's option that ``register`` takes, for a layout
+    (``layout``) whose option is its panel width."""
+
+    layout: str
+
+    def option(self, text: str | None) -> str:
+        """The canonical text: ``pieces`` -> ``4096``."""
+        return str(panel_width(text, self.layout))
+
+    def template_options(self, text: str | None) -> dict[str, object]:
+        """None: the kernel reads the counts, not the width (which is still checked)."""
+        panel_width(text, self.layout)
+        return {}
+
+    def build_options(self, text: str | None) -> dict[str, Any]:
+        """The host builder's ``width``."""
+        return {"width": panel_width(text, self.layout)}
+
+
 @dataclass(frozen=True, eq=False)
 class PanelPiecesLayout(HostLayout):
     """Light tiles (one a row, :meth:`light_tiles` of them), then the heavy rows' pieces."""

@@ -116,18 +116,7 @@ def entries(host: PiecesLayout, option: str | None) -> Entries:
     return panel_pieces.entries(host, option, "pieces")
 
 
-def _option(option: str | None) -> str:
-    return str(panel_width(option))
-
-
-def _template_options(option: str | None) -> dict[str, object]:
-    panel_width(option)  # checked; the kernel reads the counts, not the width
-    return {}
-
-
-def _build_options(option: str | None) -> dict[str, Any]:
-    return {"width": panel_width(option)}
-
+_WIDTH = panel_pieces.WidthOption("pieces")
 
 DEFINITION = register(
     "pieces",
@@ -159,7 +148,7 @@ DEFINITION = register(
     pack=pack,
     entries=entries,
     device_build=device_arrays,
-    option=_option,
-    template_options=_template_options,
-    build_options=_build_options,
+    option=_WIDTH.option,
+    template_options=_WIDTH.template_options,
+    build_options=_WIDTH.build_options,
 )
